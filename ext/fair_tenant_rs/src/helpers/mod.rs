@@ -1,0 +1,2 @@
+pub mod errors;
+pub mod gvl;

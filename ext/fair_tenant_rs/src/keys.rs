@@ -1,0 +1,179 @@
+//! Redis key naming from the `enqueues_key` format.
+//!
+//! The format uses Ruby's named references, as the original gem passed it to `Kernel#format`:
+//! `%<name>s` and `%{name}`, with `%%` for a literal percent. Names: `queue`, `job_class`,
+//! `fair_tenant`. Values are raw bytes, so any tenant string (invalid UTF-8, newlines,
+//! `{`, 10 KB) yields a valid, distinct key.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    Queue,
+    JobClass,
+    FairTenant,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Part {
+    Lit(Vec<u8>),
+    Field(Field),
+}
+
+/// A parsed key format.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyFormat {
+    parts: Vec<Part>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyFormatError(pub String);
+
+impl fmt::Display for KeyFormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for KeyFormatError {}
+
+pub const DEFAULT_ENQUEUES_KEY: &str =
+    "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s";
+
+impl KeyFormat {
+    pub fn parse(format: &str) -> Result<Self, KeyFormatError> {
+        let bytes = format.as_bytes();
+        let mut parts = Vec::new();
+        let mut lit = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            if bytes[i] != b'%' {
+                lit.push(bytes[i]);
+                i += 1;
+                continue;
+            }
+            let rest = &format[i + 1..];
+            let (name, consumed) = if rest.starts_with('%') {
+                lit.push(b'%');
+                i += 2;
+                continue;
+            } else if let Some(body) = rest.strip_prefix('<') {
+                let end = body.find('>').ok_or_else(|| unterminated(format))?;
+                if !body[end + 1..].starts_with('s') {
+                    return Err(KeyFormatError(format!(
+                        "enqueues_key {format:?}: only %<name>s references are supported"
+                    )));
+                }
+                (&body[..end], end + 3)
+            } else if let Some(body) = rest.strip_prefix('{') {
+                let end = body.find('}').ok_or_else(|| unterminated(format))?;
+                (&body[..end], end + 2)
+            } else {
+                return Err(KeyFormatError(format!(
+                    "enqueues_key {format:?}: use %<name>s or %{{name}} references, %% for a percent sign"
+                )));
+            };
+            let field = match name {
+                "queue" => Field::Queue,
+                "job_class" => Field::JobClass,
+                "fair_tenant" => Field::FairTenant,
+                other => {
+                    return Err(KeyFormatError(format!(
+                        "enqueues_key {format:?}: unknown reference {other:?} (allowed: queue, job_class, fair_tenant)"
+                    )))
+                }
+            };
+            if !lit.is_empty() {
+                parts.push(Part::Lit(std::mem::take(&mut lit)));
+            }
+            parts.push(Part::Field(field));
+            i += 1 + consumed;
+        }
+        if !lit.is_empty() {
+            parts.push(Part::Lit(lit));
+        }
+        if !parts.contains(&Part::Field(Field::FairTenant)) {
+            return Err(KeyFormatError(format!(
+                "enqueues_key {format:?} must contain %<fair_tenant>s: otherwise every tenant shares one counter"
+            )));
+        }
+        Ok(KeyFormat { parts })
+    }
+
+    pub fn uses(&self, field: Field) -> bool {
+        self.parts.contains(&Part::Field(field))
+    }
+
+    pub fn render(&self, queue: &[u8], job_class: &[u8], tenant: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(64 + tenant.len());
+        for p in &self.parts {
+            match p {
+                Part::Lit(b) => out.extend_from_slice(b),
+                Part::Field(Field::Queue) => out.extend_from_slice(queue),
+                Part::Field(Field::JobClass) => out.extend_from_slice(job_class),
+                Part::Field(Field::FairTenant) => out.extend_from_slice(tenant),
+            }
+        }
+        out
+    }
+}
+
+fn unterminated(format: &str) -> KeyFormatError {
+    KeyFormatError(format!("enqueues_key {format:?}: unterminated reference"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_the_default_format_like_ruby_format() {
+        let f = KeyFormat::parse(DEFAULT_ENQUEUES_KEY).unwrap();
+        assert_eq!(
+            f.render(b"default", b"BillingJob", b"acme"),
+            b"sidekiq-fair_tenant:enqueued:BillingJob:tenant:acme".to_vec()
+        );
+        assert!(!f.uses(Field::Queue));
+    }
+
+    #[test]
+    fn supports_brace_references_percent_escapes_and_hash_tags() {
+        let f = KeyFormat::parse("ft:%{queue}:100%%:{%<fair_tenant>s}:%<job_class>s").unwrap();
+        assert_eq!(f.render(b"q", b"J", b"t"), b"ft:q:100%:{t}:J".to_vec());
+        assert!(f.uses(Field::Queue));
+    }
+
+    #[test]
+    fn hostile_tenants_stay_distinct_and_verbatim() {
+        let f = KeyFormat::parse(DEFAULT_ENQUEUES_KEY).unwrap();
+        let tenants: Vec<Vec<u8>> = vec![
+            b"{".to_vec(),
+            b"*".to_vec(),
+            b"a b".to_vec(),
+            b"line\nbreak".to_vec(),
+            vec![0xff, 0xfe, 0x00],
+            vec![b'x'; 10_240],
+        ];
+        let keys: Vec<Vec<u8>> = tenants.iter().map(|t| f.render(b"", b"J", t)).collect();
+        for (t, k) in tenants.iter().zip(&keys) {
+            assert!(k.ends_with(t));
+        }
+        let mut dedup = keys.clone();
+        dedup.sort();
+        dedup.dedup();
+        assert_eq!(dedup.len(), keys.len());
+    }
+
+    #[test]
+    fn rejects_unknown_references_and_formats_without_tenant() {
+        for bad in [
+            "x:%<tenant>s",
+            "x:%<fair_tenant>d",
+            "x:%s",
+            "x:%<fair_tenant",
+            "x:%<job_class>s",
+        ] {
+            assert!(KeyFormat::parse(bad).is_err(), "{bad} should be rejected");
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! Rust core of the `sidekiq-fair_tenant-rs` gem.
+//!
+//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`keys`],
+//! [`pool`], [`router`], [`error`]. Binding layer, one file per Ruby class:
+//! [`client`] (`Native::Client`), [`rule_set`] (`Native::RuleSet`); shared glue in `helpers`.
+
+pub mod error;
+pub mod keys;
+pub mod pool;
+pub mod router;
+pub mod rules;
+
+mod client;
+mod helpers;
+mod rule_set;
+
+use magnus::{prelude::*, Error, Ruby};
+
+#[magnus::init(name = "fair_tenant_rs")]
+fn init(ruby: &Ruby) -> Result<(), Error> {
+    let fair_tenant = ruby.define_module("Sidekiq")?.define_module("FairTenant")?;
+    helpers::errors::init(ruby, fair_tenant)?;
+    let native = fair_tenant.define_module("Native")?;
+    rule_set::init(ruby, native)?;
+    client::init(ruby, native)?;
+    Ok(())
+}

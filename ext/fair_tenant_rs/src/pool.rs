@@ -1,0 +1,312 @@
+//! A small blocking Redis connection pool with no background threads.
+//!
+//! - size cap: at most `size` connections exist; a caller past the cap waits up to
+//!   `connect_timeout` for one to come back, then gets [`Error::Timeout`];
+//! - lazy: nothing connects until the first call;
+//! - every connection has read and write timeouts, and is dropped (never reused) after an
+//!   I/O, protocol or timeout error, so a half-read reply never reaches the next caller;
+//! - fork safe: the pool remembers the pid that filled it. In a forked child the inherited
+//!   connections are closed (plain `close(2)`, which leaves the parent's socket working)
+//!   and never read or written.
+//!
+//! The lock only guards pushing and popping idle connections; no I/O happens under it.
+
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+use redis::{Client, Connection, RedisResult};
+
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolConfig {
+    pub url: String,
+    pub size: usize,
+    pub connect_timeout: Duration,
+    pub read_timeout: Duration,
+    pub write_timeout: Duration,
+}
+
+struct State {
+    idle: Vec<Connection>,
+    /// Idle plus checked out.
+    open: usize,
+    pid: u32,
+}
+
+pub struct Pool {
+    client: Client,
+    config: PoolConfig,
+    server: String,
+    state: Mutex<State>,
+    returned: Condvar,
+}
+
+/// Counters for tests and stats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    pub open: usize,
+    pub idle: usize,
+    pub size: usize,
+}
+
+impl Pool {
+    pub fn new(config: PoolConfig) -> Result<Pool> {
+        let server = redact_url(&config.url);
+        if config.size == 0 {
+            return Err(Error::Configuration("pool_size must be at least 1".into()));
+        }
+        for (name, d) in [
+            ("connect_timeout", config.connect_timeout),
+            ("read_timeout", config.read_timeout),
+            ("write_timeout", config.write_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(Error::Configuration(format!("{name} must be positive")));
+            }
+        }
+        let client = Client::open(config.url.as_str())
+            .map_err(|e| Error::Configuration(format!("invalid redis_url {server}: {e}")))?;
+        Ok(Pool {
+            client,
+            server,
+            state: Mutex::new(State {
+                idle: Vec::with_capacity(config.size),
+                open: 0,
+                pid: std::process::id(),
+            }),
+            returned: Condvar::new(),
+            config,
+        })
+    }
+
+    /// The server URL without its password, for messages.
+    pub fn server(&self) -> &str {
+        &self.server
+    }
+
+    pub fn stats(&self) -> PoolStats {
+        let mut st = self.state.lock();
+        self.adopt_after_fork(&mut st);
+        PoolStats {
+            open: st.open,
+            idle: st.idle.len(),
+            size: self.config.size,
+        }
+    }
+
+    /// Runs `f` on a pooled connection. The connection goes back to the pool unless `f`
+    /// failed in a way that leaves it unusable.
+    pub fn with<T>(&self, f: impl FnOnce(&mut Connection) -> RedisResult<T>) -> Result<T> {
+        let mut conn = self.checkout()?;
+        let result = f(conn.get());
+        match result {
+            Ok(v) => Ok(v),
+            Err(e) => {
+                if breaks_connection(&e) {
+                    conn.discard();
+                }
+                Err(Error::from_redis(&e, &self.server))
+            }
+        }
+    }
+
+    fn checkout(&self) -> Result<Checkout<'_>> {
+        let deadline = Instant::now() + self.config.connect_timeout;
+        let mut st = self.state.lock();
+        self.adopt_after_fork(&mut st);
+        loop {
+            if let Some(c) = st.idle.pop() {
+                return Ok(Checkout::new(self, c, st.pid));
+            }
+            if st.open < self.config.size {
+                st.open += 1;
+                let pid = st.pid;
+                drop(st);
+                return match self.connect() {
+                    Ok(c) => Ok(Checkout::new(self, c, pid)),
+                    Err(e) => {
+                        self.forget_one(pid);
+                        Err(e)
+                    }
+                };
+            }
+            if self.returned.wait_until(&mut st, deadline).timed_out() {
+                return Err(Error::Timeout(format!(
+                    "no Redis connection free within {:?}: all {} pooled connections are busy ({})",
+                    self.config.connect_timeout, self.config.size, self.server
+                )));
+            }
+        }
+    }
+
+    fn connect(&self) -> Result<Connection> {
+        let map = |e: redis::RedisError| Error::from_redis(&e, &self.server);
+        let conn = self
+            .client
+            .get_connection_with_timeout(self.config.connect_timeout)
+            .map_err(map)?;
+        conn.set_read_timeout(Some(self.config.read_timeout))
+            .map_err(map)?;
+        conn.set_write_timeout(Some(self.config.write_timeout))
+            .map_err(map)?;
+        Ok(conn)
+    }
+
+    /// In a forked child: close what the parent opened, start counting afresh.
+    fn adopt_after_fork(&self, st: &mut State) {
+        let pid = std::process::id();
+        if st.pid != pid {
+            st.idle.clear();
+            st.open = 0;
+            st.pid = pid;
+        }
+    }
+
+    fn checkin(&self, conn: Option<Connection>, pid: u32) {
+        let mut st = self.state.lock();
+        if st.pid != pid {
+            // Checked out before a fork, returned in the child: not ours to count.
+            return;
+        }
+        match conn {
+            Some(c) => st.idle.push(c),
+            None => st.open -= 1,
+        }
+        drop(st);
+        self.returned.notify_one();
+    }
+
+    fn forget_one(&self, pid: u32) {
+        self.checkin(None, pid);
+    }
+}
+
+/// A checked-out connection; returns itself to the pool when dropped.
+struct Checkout<'a> {
+    pool: &'a Pool,
+    conn: Option<Connection>,
+    pid: u32,
+}
+
+impl<'a> Checkout<'a> {
+    fn new(pool: &'a Pool, conn: Connection, pid: u32) -> Self {
+        Checkout {
+            pool,
+            conn: Some(conn),
+            pid,
+        }
+    }
+
+    fn get(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("connection present until drop")
+    }
+
+    fn discard(&mut self) {
+        self.conn = None;
+    }
+}
+
+impl Drop for Checkout<'_> {
+    fn drop(&mut self) {
+        let conn = self.conn.take();
+        self.pool.checkin(conn, self.pid);
+    }
+}
+
+fn breaks_connection(e: &redis::RedisError) -> bool {
+    e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_unrecoverable_error()
+        || matches!(
+            e.kind(),
+            redis::ErrorKind::Parse | redis::ErrorKind::UnexpectedReturnType
+        )
+}
+
+/// `redis://user:secret@host:6379/0` -> `redis://user@host:6379/0`.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let rest = &url[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => {
+            let userinfo = &authority[..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{}@{}", &url[..scheme_end + 3], user, &rest[at + 1..])
+        }
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(url: &str) -> PoolConfig {
+        PoolConfig {
+            url: url.into(),
+            size: 2,
+            connect_timeout: Duration::from_millis(200),
+            read_timeout: Duration::from_millis(200),
+            write_timeout: Duration::from_millis(200),
+        }
+    }
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(
+            redact_url("redis://:s3cret@10.0.0.1:6380/2"),
+            "redis://@10.0.0.1:6380/2"
+        );
+        assert_eq!(
+            redact_url("rediss://app:s3cret@cache/0"),
+            "rediss://app@cache/0"
+        );
+        assert_eq!(
+            redact_url("redis://localhost:6379"),
+            "redis://localhost:6379"
+        );
+        assert_eq!(
+            redact_url("unix:///tmp/redis.sock"),
+            "unix:///tmp/redis.sock"
+        );
+    }
+
+    #[test]
+    fn rejects_bad_settings() {
+        assert!(matches!(
+            Pool::new(config("http://nope")),
+            Err(Error::Configuration(_))
+        ));
+        let mut c = config("redis://127.0.0.1:1");
+        c.size = 0;
+        assert!(matches!(Pool::new(c), Err(Error::Configuration(_))));
+        let mut c = config("redis://127.0.0.1:1");
+        c.read_timeout = Duration::ZERO;
+        assert!(matches!(Pool::new(c), Err(Error::Configuration(_))));
+    }
+
+    #[test]
+    fn is_lazy_and_gives_back_the_slot_after_a_failed_connect() {
+        // Port 1 on loopback refuses at once.
+        let pool = Pool::new(config("redis://127.0.0.1:1/0")).unwrap();
+        assert_eq!(pool.stats().open, 0);
+        for _ in 0..5 {
+            let err = pool
+                .with(|c| redis::cmd("PING").query::<String>(c))
+                .unwrap_err();
+            assert!(
+                matches!(err, Error::Connection(_) | Error::Timeout(_)),
+                "{err:?}"
+            );
+            assert!(err.message().contains("127.0.0.1:1"), "{err}");
+        }
+        assert_eq!(pool.stats().open, 0);
+    }
+}

@@ -1,0 +1,449 @@
+//! `fair_tenant_queues` rules: parsing, coercion and validation.
+//!
+//! Rules arrive either straight from `sidekiq_options` (integers, floats, ActiveSupport
+//! durations already turned into floats by the binding) or from a JSON round-tripped
+//! payload re-pushed by Sidekiq's scheduler or retry poller (strings such as `"3600"`).
+//! Both shapes are coerced into the same [`RuleSet`].
+
+use std::fmt;
+
+/// One value read from a rule hash, as the binding layer found it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawValue {
+    Missing,
+    Nil,
+    Int(i64),
+    Float(f64),
+    Str(String),
+    /// Anything else, described by its `inspect`.
+    Other(String),
+}
+
+/// One element of the `fair_tenant_queues` array.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RawRule {
+    Hash {
+        queue: RawValue,
+        threshold: RawValue,
+        per: RawValue,
+        /// Keys other than queue/threshold/per, as written.
+        unknown_keys: Vec<String>,
+        inspect: String,
+    },
+    NotAHash(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    pub queue: String,
+    pub threshold: u64,
+    /// Window length in seconds.
+    pub per: f64,
+}
+
+/// A validated list of rules plus the numbers the enqueue script needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    window: f64,
+    /// `threshold, per` pairs as the enqueue script reads them, built once.
+    args: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RuleError {
+    pub job_class: String,
+    /// 1-based position of the offending rule, `None` when the whole value is wrong.
+    pub position: Option<usize>,
+    pub rule: String,
+    pub reason: String,
+}
+
+impl fmt::Display for RuleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some(n) => write!(
+                f,
+                "{}: invalid fair_tenant_queues rule #{} {}: {}",
+                self.job_class, n, self.rule, self.reason
+            ),
+            None => write!(
+                f,
+                "{}: invalid fair_tenant_queues {}: {}",
+                self.job_class, self.rule, self.reason
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RuleError {}
+
+/// Upper bound on a threshold: beyond this the per-tenant key would stop being "a few KB".
+pub const MAX_THRESHOLD: u64 = 1_000_000;
+
+impl RuleSet {
+    /// Parses and validates `raw`. `max_window` is the configured `max_throttling_window`:
+    /// the default `per` and the upper bound of every `per`.
+    pub fn parse(job_class: &str, raw: &[RawRule], max_window: f64) -> Result<Self, RuleError> {
+        let mut rules = Vec::with_capacity(raw.len());
+        for (i, r) in raw.iter().enumerate() {
+            rules.push(parse_rule(job_class, i + 1, r, max_window)?);
+        }
+        let args = rules
+            .iter()
+            .flat_map(|r| [r.threshold.to_string(), format_seconds(r.per)])
+            .collect();
+        // Entries older than the longest rule's window never decide anything.
+        let window = rules.iter().map(|r| r.per).fold(0.0, f64::max);
+        Ok(RuleSet {
+            rules,
+            window: if window > 0.0 { window } else { max_window },
+            args,
+        })
+    }
+
+    /// The error for a `fair_tenant_queues` value that is not an Array at all.
+    pub fn not_an_array(job_class: &str, inspect: &str) -> RuleError {
+        RuleError {
+            job_class: job_class.to_string(),
+            position: None,
+            rule: inspect.to_string(),
+            reason: "must be an Array of Hashes with queue:, threshold: and optional per:".into(),
+        }
+    }
+
+    pub fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The TTL and trim horizon of the per-tenant key: the longest rule window.
+    pub fn window(&self) -> f64 {
+        self.window
+    }
+
+    /// How many newest entries decide every rule exactly: a rule with threshold T only
+    /// asks whether the (T+1)-th newest entry lies inside its window.
+    pub fn keep(&self) -> u64 {
+        self.rules
+            .iter()
+            .map(|r| r.threshold + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Queue of the rule at `index` (as returned by the enqueue script).
+    pub fn queue_at(&self, index: i64) -> Option<&str> {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| self.rules.get(i))
+            .map(|r| r.queue.as_str())
+    }
+
+    /// Flat `threshold, per` argument list for the enqueue script.
+    pub fn script_args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// Which rule fires given the timestamps of the newest entries (newest first),
+    /// mirroring the Lua script; used by tests and by stats.
+    pub fn decide(&self, newest_first: &[f64], now: f64) -> Option<usize> {
+        let mut chosen = None;
+        for (i, r) in self.rules.iter().enumerate() {
+            let idx = r.threshold as usize;
+            if let Some(ts) = newest_first.get(idx) {
+                if *ts >= now - r.per {
+                    chosen = Some(i);
+                }
+            }
+        }
+        chosen
+    }
+}
+
+/// Seconds as the shortest decimal text Redis' Lua `tonumber` reads back exactly.
+pub fn format_seconds(s: f64) -> String {
+    if s.fract() == 0.0 && s.abs() < 1e15 {
+        format!("{}", s as i64)
+    } else {
+        format!("{s}")
+    }
+}
+
+fn parse_rule(
+    job_class: &str,
+    position: usize,
+    raw: &RawRule,
+    max_window: f64,
+) -> Result<Rule, RuleError> {
+    let (queue, threshold, per, unknown_keys, inspect) = match raw {
+        RawRule::NotAHash(inspect) => {
+            return Err(err(job_class, position, inspect, "must be a Hash"));
+        }
+        RawRule::Hash {
+            queue,
+            threshold,
+            per,
+            unknown_keys,
+            inspect,
+        } => (queue, threshold, per, unknown_keys, inspect),
+    };
+    let fail = |reason: String| err(job_class, position, inspect, &reason);
+
+    if let Some(k) = unknown_keys.first() {
+        return Err(fail(format!(
+            "unknown key {k:?} (allowed: queue, threshold, per)"
+        )));
+    }
+
+    let queue = match queue {
+        RawValue::Str(s) if !s.trim().is_empty() => s.clone(),
+        RawValue::Missing => return Err(fail("queue is missing".into())),
+        _ => return Err(fail("queue must be a non-blank String or Symbol".into())),
+    };
+
+    let threshold = match coerce_number(threshold) {
+        Coerced::Missing => return Err(fail("threshold is missing".into())),
+        Coerced::Number(n) if n >= 0.0 && n.fract() == 0.0 && n <= MAX_THRESHOLD as f64 => n as u64,
+        Coerced::Number(n) if n < 0.0 => {
+            return Err(fail(format!("threshold must not be negative, got {n}")))
+        }
+        Coerced::Number(n) if n > MAX_THRESHOLD as f64 => {
+            return Err(fail(format!(
+                "threshold must be at most {MAX_THRESHOLD}, got {n}"
+            )))
+        }
+        _ => return Err(fail("threshold must be a non-negative Integer".into())),
+    };
+
+    let per = match coerce_number(per) {
+        Coerced::Missing => max_window,
+        Coerced::Number(n) if n > 0.0 && n <= max_window => n,
+        Coerced::Number(n) if n <= 0.0 => {
+            return Err(fail(format!("per must be positive, got {n}")))
+        }
+        Coerced::Number(n) if n.is_finite() => {
+            return Err(fail(format!(
+                "per ({n}s) exceeds max_throttling_window ({}s)",
+                format_seconds(max_window)
+            )))
+        }
+        _ => {
+            return Err(fail(
+                "per must be a number of seconds or an ActiveSupport::Duration".into(),
+            ))
+        }
+    };
+
+    Ok(Rule {
+        queue,
+        threshold,
+        per,
+    })
+}
+
+enum Coerced {
+    Missing,
+    Number(f64),
+    Invalid,
+}
+
+fn coerce_number(v: &RawValue) -> Coerced {
+    match v {
+        RawValue::Missing | RawValue::Nil => Coerced::Missing,
+        RawValue::Int(i) => Coerced::Number(*i as f64),
+        RawValue::Float(f) if f.is_finite() => Coerced::Number(*f),
+        // JSON round trips turn Durations and symbols into strings: "3600", "3600.0".
+        RawValue::Str(s) => match s.trim().parse::<f64>() {
+            Ok(f) if f.is_finite() => Coerced::Number(f),
+            _ => Coerced::Invalid,
+        },
+        _ => Coerced::Invalid,
+    }
+}
+
+fn err(job_class: &str, position: usize, inspect: &str, reason: &str) -> RuleError {
+    RuleError {
+        job_class: job_class.to_string(),
+        position: Some(position),
+        rule: inspect.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hash(queue: RawValue, threshold: RawValue, per: RawValue) -> RawRule {
+        RawRule::Hash {
+            queue,
+            threshold,
+            per,
+            unknown_keys: vec![],
+            inspect: "{...}".into(),
+        }
+    }
+
+    fn s(v: &str) -> RawValue {
+        RawValue::Str(v.into())
+    }
+
+    #[test]
+    fn parses_integers_floats_and_json_strings_alike() {
+        let native = [hash(s("slow"), RawValue::Int(10), RawValue::Float(3600.0))];
+        let json = [hash(s("slow"), s("10"), s("3600"))];
+        let a = RuleSet::parse("Job", &native, 86_400.0).unwrap();
+        let b = RuleSet::parse("Job", &json, 86_400.0).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.rules()[0].per, 3600.0);
+        assert_eq!(a.script_args(), vec!["10", "3600"]);
+    }
+
+    #[test]
+    fn per_defaults_to_the_max_window() {
+        let set = RuleSet::parse(
+            "Job",
+            &[hash(s("q"), RawValue::Int(1), RawValue::Missing)],
+            500.0,
+        )
+        .unwrap();
+        assert_eq!(set.rules()[0].per, 500.0);
+        assert_eq!(set.window(), 500.0);
+    }
+
+    #[test]
+    fn keep_is_the_largest_threshold_plus_one() {
+        let set = RuleSet::parse(
+            "Job",
+            &[
+                hash(s("a"), RawValue::Int(100), RawValue::Int(60)),
+                hash(s("b"), RawValue::Int(5), RawValue::Int(1)),
+            ],
+            86_400.0,
+        )
+        .unwrap();
+        assert_eq!(set.keep(), 101);
+        assert_eq!(set.queue_at(1), Some("b"));
+        assert_eq!(set.queue_at(-1), None);
+        assert_eq!(set.queue_at(2), None);
+    }
+
+    #[test]
+    fn rejects_bad_rules_naming_class_and_rule() {
+        let cases: Vec<(RawRule, &str)> = vec![
+            (
+                hash(s("q"), RawValue::Missing, RawValue::Missing),
+                "threshold is missing",
+            ),
+            (
+                hash(s("q"), RawValue::Int(-1), RawValue::Missing),
+                "must not be negative",
+            ),
+            (
+                hash(s("q"), RawValue::Float(1.5), RawValue::Missing),
+                "non-negative Integer",
+            ),
+            (
+                hash(s("q"), s("lots"), RawValue::Missing),
+                "non-negative Integer",
+            ),
+            (
+                hash(s("q"), RawValue::Int(1), RawValue::Int(0)),
+                "per must be positive",
+            ),
+            (
+                hash(s("q"), RawValue::Int(1), RawValue::Int(-5)),
+                "per must be positive",
+            ),
+            (
+                hash(s("q"), RawValue::Int(1), RawValue::Int(90_000)),
+                "exceeds max_throttling_window",
+            ),
+            (
+                hash(s("q"), RawValue::Int(1), s("soon")),
+                "number of seconds",
+            ),
+            (
+                hash(s("  "), RawValue::Int(1), RawValue::Missing),
+                "non-blank",
+            ),
+            (
+                hash(RawValue::Missing, RawValue::Int(1), RawValue::Missing),
+                "queue is missing",
+            ),
+            (
+                hash(RawValue::Int(3), RawValue::Int(1), RawValue::Missing),
+                "non-blank",
+            ),
+            (RawRule::NotAHash("\"slow\"".into()), "must be a Hash"),
+        ];
+        for (rule, reason) in cases {
+            let e = RuleSet::parse("BillingJob", &[rule], 86_400.0).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with("BillingJob: invalid fair_tenant_queues rule #1"),
+                "{msg}"
+            );
+            assert!(msg.contains(reason), "{msg} should mention {reason}");
+        }
+    }
+
+    #[test]
+    fn rejects_unknown_keys() {
+        let rule = RawRule::Hash {
+            queue: s("q"),
+            threshold: RawValue::Int(1),
+            per: RawValue::Missing,
+            unknown_keys: vec!["pre".into()],
+            inspect: "{queue: \"q\", threshold: 1, pre: 60}".into(),
+        };
+        let msg = RuleSet::parse("Job", &[rule], 10.0)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("unknown key \"pre\""), "{msg}");
+        assert!(msg.contains("pre: 60"), "{msg}");
+    }
+
+    #[test]
+    fn position_points_at_the_bad_rule() {
+        let rules = [
+            hash(s("a"), RawValue::Int(1), RawValue::Missing),
+            hash(s("b"), RawValue::Int(-3), RawValue::Missing),
+        ];
+        let e = RuleSet::parse("Job", &rules, 10.0).unwrap_err();
+        assert_eq!(e.position, Some(2));
+    }
+
+    #[test]
+    fn decide_picks_the_last_rule_whose_window_count_exceeds_threshold() {
+        let set = RuleSet::parse(
+            "Job",
+            &[
+                hash(s("slow"), RawValue::Int(2), RawValue::Int(100)),
+                hash(s("slower"), RawValue::Int(0), RawValue::Int(1)),
+            ],
+            1000.0,
+        )
+        .unwrap();
+        let now = 1000.0;
+        // Three jobs in the last 100 s, newest 5 s ago: only the first rule fires.
+        assert_eq!(set.decide(&[995.0, 990.0, 950.0], now), Some(0));
+        // Newest inside 1 s: the second rule fires too, and the last one wins.
+        assert_eq!(set.decide(&[999.5, 990.0, 950.0], now), Some(1));
+        // Two jobs only: threshold 2 not exceeded.
+        assert_eq!(set.decide(&[995.0, 990.0], now), None);
+        // Third newest outside the 100 s window.
+        assert_eq!(set.decide(&[995.0, 990.0, 850.0], now), None);
+    }
+
+    #[test]
+    fn formats_seconds_for_lua() {
+        assert_eq!(format_seconds(60.0), "60");
+        assert_eq!(format_seconds(0.25), "0.25");
+        assert_eq!(format_seconds(1_700_000_000.123_456), "1700000000.123456");
+    }
+}

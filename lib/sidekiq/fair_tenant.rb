@@ -1,0 +1,95 @@
+# frozen_string_literal: true
+
+require "sidekiq"
+require "uri"
+
+require_relative "fair_tenant/version"
+require_relative "fair_tenant/errors"
+require_relative "fair_tenant/native"
+require_relative "fair_tenant/config"
+require_relative "fair_tenant/sidekiq_redis_url"
+require_relative "fair_tenant/rate_limited_log"
+require_relative "fair_tenant/rule_cache"
+require_relative "fair_tenant/job_info"
+require_relative "fair_tenant/client_middleware"
+require_relative "fair_tenant/options_validation"
+
+module Sidekiq
+  # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
+  #
+  #   class SyncOrdersJob
+  #     include Sidekiq::Job
+  #     sidekiq_options queue: "default",
+  #                     fair_tenant_queues: [
+  #                       { queue: "throttled_2x", threshold: 100, per: 1.hour },
+  #                       { queue: "throttled_4x", threshold: 10, per: 1.minute }
+  #                     ]
+  #
+  #     def self.fair_tenant(shop_id, *) = "shop-#{shop_id}"
+  #   end
+  #
+  #   SyncOrdersJob.perform_async(42)                           # tenant from self.fair_tenant
+  #   SyncOrdersJob.set(fair_tenant: "acme").perform_async(42)  # or given explicitly
+  #
+  # Requiring this file adds the client middleware to Sidekiq's client and server chains.
+  module FairTenant
+    class << self
+      def config
+        @config ||= Config.new
+      end
+
+      # Yields the config; rebuilds the Redis pool if connection settings changed.
+      def configure
+        before = config.connection_settings
+        yield config
+        reset_native! if config.connection_settings != before
+        config
+      end
+
+      def max_throttling_window = config.max_throttling_window
+      def enqueues_key = config.enqueues_key
+      def logger = config.logger
+
+      # The extension's Redis client for this process. Rebuilt after a fork: a child never
+      # touches the parent's sockets.
+      def native
+        client = @native
+        return client if client && @native_pid == ::Process.pid
+
+        settings = config.connection_settings
+        client = Native::Client.new(settings[:redis_url], settings[:pool_size], settings[:connect_timeout],
+                                    settings[:read_timeout], settings[:write_timeout], settings[:enqueues_key])
+        @native_pid = ::Process.pid
+        @native = client
+      end
+
+      def reset_native!
+        @native = nil
+      end
+
+      def rule_cache
+        @rule_cache ||= RuleCache.new
+      end
+
+      def warnings
+        @warnings ||= RateLimitedLog.new
+      end
+
+      # Checks the Redis connection; raises ConnectionError/TimeoutError when it fails.
+      def ping
+        native.ping
+      end
+
+      def register_middleware(config)
+        config.client_middleware do |chain|
+          chain.add ClientMiddleware unless chain.exists?(ClientMiddleware)
+        end
+      end
+    end
+
+    OptionsValidation.install
+  end
+end
+
+Sidekiq.configure_client { |config| Sidekiq::FairTenant.register_middleware(config) }
+Sidekiq.configure_server { |config| Sidekiq::FairTenant.register_middleware(config) }

@@ -1,0 +1,89 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Client middleware that re-routes a greedy tenant's jobs to the queue of the last
+    # `fair_tenant_queues` rule whose sliding-window count (this job included) exceeds its
+    # threshold. One Redis round trip per push (an EVALSHA on the gem's own pool).
+    #
+    # It never loses a job and never raises into the enqueueing code, except an ArgumentError
+    # for invalid rules pushed from a class (code you control). Anything else - Redis down or
+    # slow, a re-pushed payload with odd values, a bug here - leaves the job on its original
+    # queue and logs one rate-limited warning.
+    class ClientMiddleware
+      include ::Sidekiq::ClientMiddleware if defined?(::Sidekiq::ClientMiddleware)
+
+      COUNTED = "fair_tenant_counted"
+
+      def call(worker, job, queue, _redis_pool = nil)
+        rules = rules_for(worker, job)
+        route(rules, worker, job, queue) if rules
+        yield
+      end
+
+      private
+
+      def rules_for(worker, job)
+        raw = job["fair_tenant_queues"]
+        return nil if JobInfo.blank?(raw)
+        # Scheduled: counted and routed when the poller pushes it to its queue. Already counted:
+        # a retry, a "retry now" from the Web UI or a scheduled job's second pass.
+        return nil if job.key?("at") || job[COUNTED]
+
+        FairTenant.rule_cache.fetch(JobInfo.class_name(worker, job), raw, FairTenant.config.max_throttling_window)
+      rescue ArgumentError => e
+        raise if worker.is_a?(Class)
+
+        warn(:invalid_rules, JobInfo.class_name(worker, job)) { "#{e.message}; job #{job["jid"]} not re-routed" }
+        nil
+      end
+
+      def route(rules, worker, job, _original_queue)
+        klass = JobInfo.job_class(worker, job)
+        default = JobInfo.default_queue(klass, job)
+        queue = job["queue"]
+        return if default && default != queue # pushed to an explicit queue: respect it
+
+        class_name = JobInfo.class_name(worker, job)
+        tenant = JobInfo.tenant(klass, job)
+        return warn_no_tenant(class_name) unless tenant
+
+        job["fair_tenant"] = json_safe(tenant)
+        index = FairTenant.native.route(rules, class_name, queue, tenant, job["jid"].to_s, Time.now.to_f)
+        job[COUNTED] = true
+        reroute(job, rules, index, queue) if index
+      rescue StandardError => e
+        warn(:failure, e.class) { "#{e.class}: #{e.message}; job #{job["jid"]} stays on #{queue.inspect}" }
+      end
+
+      def reroute(job, rules, index, queue)
+        target = rules.queues[index]
+        return if target == queue
+
+        job["queue"] = target
+        job["fair_tenant_rule"] = index
+        job["fair_tenant_rerouted_from"] = queue
+      end
+
+      # The payload is JSON: a tenant that is not valid UTF-8 is recorded scrubbed (the Redis key
+      # keeps its exact bytes).
+      def json_safe(tenant)
+        return tenant if tenant.encoding == Encoding::UTF_8 && tenant.valid_encoding?
+
+        tenant.dup.force_encoding(Encoding::UTF_8).scrub
+      end
+
+      def warn_no_tenant(class_name)
+        warn(:no_tenant, class_name) do
+          "#{class_name} has fair_tenant_queues but no tenant: set `fair_tenant` " \
+            "(Job.set(fair_tenant: ...), def self.fair_tenant(*args)); its jobs are not re-routed"
+        end
+      end
+
+      def warn(kind, subject, &block)
+        FairTenant.warnings.warn([kind, subject], FairTenant.logger, &block)
+        nil
+      end
+    end
+  end
+end

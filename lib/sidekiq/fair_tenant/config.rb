@@ -1,0 +1,115 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Runtime configuration. Every key can also be set through the environment as
+    # `SIDEKIQ_FAIR_TENANT_<KEY>` (the names sidekiq-fair_tenant used), e.g.
+    # `SIDEKIQ_FAIR_TENANT_MAX_THROTTLING_WINDOW=3600`.
+    #
+    #   Sidekiq::FairTenant.configure do |config|
+    #     config.max_throttling_window = 1.day
+    #     config.redis_url = ENV["FAIR_TENANT_REDIS_URL"]
+    #     config.read_timeout = 0.2
+    #   end
+    class Config
+      ENV_PREFIX = "SIDEKIQ_FAIR_TENANT_"
+      DEFAULT_ENQUEUES_KEY = "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s"
+
+      DEFAULTS = {
+        max_throttling_window: 86_400,
+        enqueues_key: DEFAULT_ENQUEUES_KEY,
+        redis_url: nil,
+        pool_size: 10,
+        connect_timeout: 0.5,
+        read_timeout: 0.5,
+        write_timeout: 0.5
+      }.freeze
+
+      # Settings that the native Redis client is built from.
+      CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout].freeze
+
+      attr_reader(*DEFAULTS.keys)
+      attr_writer :logger
+
+      def initialize(env = ENV)
+        DEFAULTS.each { |key, value| instance_variable_set(:"@#{key}", value) }
+        @logger = nil
+        DEFAULTS.each_key do |key|
+          value = env["#{ENV_PREFIX}#{key.upcase}"]
+          next if value.nil? || value.empty?
+
+          begin
+            public_send(:"#{key}=", value)
+          rescue ConfigurationError => e
+            raise ConfigurationError, "#{ENV_PREFIX}#{key.upcase}: #{e.message}"
+          end
+        end
+      end
+
+      def logger
+        @logger || Sidekiq.logger
+      end
+
+      def max_throttling_window=(value)
+        @max_throttling_window = positive(:max_throttling_window, value, integer: true)
+      end
+
+      def enqueues_key=(value)
+        format = value.to_s
+        Native::Client.check_key_format(format)
+        @enqueues_key = format
+      end
+
+      def redis_url=(value)
+        @redis_url = value.nil? || value.to_s.empty? ? nil : value.to_s
+      end
+
+      def pool_size=(value)
+        @pool_size = positive(:pool_size, value, integer: true)
+      end
+
+      def connect_timeout=(value)
+        @connect_timeout = positive(:connect_timeout, value)
+      end
+
+      def read_timeout=(value)
+        @read_timeout = positive(:read_timeout, value)
+      end
+
+      def write_timeout=(value)
+        @write_timeout = positive(:write_timeout, value)
+      end
+
+      # The Redis URL in effect: the configured one, else REDIS_URL, else Sidekiq's, else localhost.
+      def effective_redis_url
+        redis_url || ENV.fetch("REDIS_URL", nil) || SidekiqRedisUrl.detect || "redis://localhost:6379/0"
+      end
+
+      def connection_settings
+        CONNECTION_KEYS.to_h { |key| [key, public_send(key)] }.merge(redis_url: effective_redis_url)
+      end
+
+      private
+
+      def positive(name, value, integer: false)
+        number = numeric(value)
+        raise ConfigurationError, "#{name} must be a positive number, got #{value.inspect}" unless number&.positive?
+
+        if integer && number != number.to_i
+          raise ConfigurationError,
+                "#{name} must be a whole number, got #{value.inspect}"
+        end
+
+        integer ? number.to_i : number.to_f
+      end
+
+      def numeric(value)
+        case value
+        when Numeric then value
+        when String then Float(value, exception: false)
+        else value.respond_to?(:to_f) ? value.to_f : nil # ActiveSupport::Duration
+        end
+      end
+    end
+  end
+end

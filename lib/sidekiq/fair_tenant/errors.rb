@@ -1,0 +1,20 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Root of every error this gem raises from its explicit APIs (the middleware fails open).
+    class Error < ::StandardError; end
+
+    # Redis could not be reached, or the connection broke mid-call.
+    class ConnectionError < Error; end
+
+    # Connecting, reading, writing or waiting for a pooled connection took too long.
+    class TimeoutError < ConnectionError; end
+
+    # Redis answered with an error.
+    class CommandError < Error; end
+
+    # Invalid settings: Redis URL, pool size, timeouts, key format.
+    class ConfigurationError < Error; end
+  end
+end

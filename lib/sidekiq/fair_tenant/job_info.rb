@@ -1,0 +1,79 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # What the middleware needs to know about a job payload: its class, the queue that class
+    # sends jobs to by default, its perform arguments and its tenant. Works for Sidekiq jobs
+    # and ActiveJob classes on the Sidekiq adapter (Rails' or Sidekiq 7.3.9+'s own), whether the
+    # class arrives as a Class or, on a re-push by the scheduler/retry poller/Web UI, a String.
+    module JobInfo
+      module_function
+
+      # The job class (ActiveJob's wrapped class for wrapper jobs), or nil if not loaded here.
+      def job_class(worker, job)
+        klass = job["wrapped"] || worker
+        return klass if klass.is_a?(Class)
+
+        Object.const_get(klass.to_s)
+      rescue NameError
+        nil
+      end
+
+      def class_name(worker, job)
+        name = job["wrapped"] || worker
+        name.is_a?(Class) ? name.name.to_s : name.to_s
+      end
+
+      def active_job?(klass, job)
+        return false unless job.key?("wrapped")
+
+        defined?(::ActiveJob::Base) && klass.is_a?(Class) && klass <= ::ActiveJob::Base
+      end
+
+      # The queue a job of this class goes to when nobody asks for another one; nil if unknown.
+      def default_queue(klass, job)
+        return nil unless klass
+
+        if active_job?(klass, job)
+          queue = klass.queue_name
+          queue = active_job_instance(klass, job).queue_name if queue.is_a?(Proc)
+          queue&.to_s
+        elsif klass.respond_to?(:get_sidekiq_options)
+          klass.get_sidekiq_options["queue"]&.to_s
+        end
+      end
+
+      # Perform arguments: ActiveJob's are deserialized (GlobalID records included), so
+      # `self.fair_tenant(*args)` sees what `perform` sees.
+      def arguments(klass, job)
+        return job["args"] unless active_job?(klass, job)
+
+        serialized = job.dig("args", 0, "arguments") || []
+        begin
+          ::ActiveJob::Arguments.deserialize(serialized)
+        rescue StandardError
+          serialized
+        end
+      end
+
+      # Tenant, first found: job["fair_tenant"], Class.fair_tenant(*args), job["apartment"].
+      def tenant(klass, job)
+        tenant = job["fair_tenant"]
+        tenant = klass.fair_tenant(*arguments(klass, job)) if blank?(tenant) && klass.respond_to?(:fair_tenant)
+        tenant = job["apartment"] if blank?(tenant)
+        blank?(tenant) ? nil : tenant.to_s
+      end
+
+      def blank?(value)
+        value.nil? || (value.respond_to?(:empty?) && value.empty?)
+      end
+
+      def active_job_instance(klass, job)
+        data = job.dig("args", 0) || {}
+        klass.new(*arguments(klass, job)).tap do |instance|
+          instance.job_id = data["job_id"] if data["job_id"]
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,42 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Logs a warning at most once per `interval` seconds per key, so a failing Redis or a
+    # misconfigured class produces one line a minute, not one per push.
+    class RateLimitedLog
+      def initialize(interval: 60)
+        @interval = interval
+        @last = {}
+        @suppressed = Hash.new(0)
+        @mutex = Mutex.new
+      end
+
+      # Yields the message only when it will be logged.
+      def warn(key, logger)
+        now = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
+        suppressed = @mutex.synchronize do
+          last = @last[key]
+          if last && now - last < @interval
+            @suppressed[key] += 1
+            return false
+          end
+          @last.shift if @last.size >= 1_000 && !@last.key?(key)
+          @last[key] = now
+          @suppressed.delete(key) || 0
+        end
+        message = yield
+        message += " (#{suppressed} similar warnings suppressed)" if suppressed.positive?
+        logger.warn("[sidekiq-fair_tenant] #{message}")
+        true
+      end
+
+      def reset
+        @mutex.synchronize do
+          @last.clear
+          @suppressed.clear
+        end
+      end
+    end
+  end
+end

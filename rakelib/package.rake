@@ -1,0 +1,75 @@
+# frozen_string_literal: true
+
+require "find"
+require "fileutils"
+require "rbconfig"
+
+module PackageSmoke
+  ROOT = File.expand_path("..", __dir__)
+  GEMSPEC = File.join(ROOT, "sidekiq-fair_tenant-rs.gemspec")
+  WORK_DIR = File.join(ROOT, "tmp", "package_smoke")
+  GEM_HOME = File.join(WORK_DIR, "gemhome")
+  MAX_BYTES = 20 * 1024 * 1024
+
+  module_function
+
+  # Runs a command outside Bundler's environment, as a user installing the gem would.
+  def run(env, *cmd)
+    runner = -> { system(env, *cmd, chdir: ROOT) || abort("package:smoke: command failed: #{cmd.join(" ")}") }
+    defined?(Bundler) ? Bundler.with_unbundled_env(&runner) : runner.call
+  end
+
+  def build
+    spec = Gem::Specification.load(GEMSPEC)
+    gem_file = File.join(WORK_DIR, "#{spec.full_name}.gem")
+    FileUtils.rm_rf(WORK_DIR)
+    FileUtils.mkdir_p(WORK_DIR)
+    run({}, "gem", "build", GEMSPEC, "--output", gem_file)
+    [spec, gem_file]
+  end
+
+  # A build from source with no CARGO_TARGET_DIR: the extension's own target dir must be gone afterwards.
+  # --install-dir ignores the system gems, so dependencies (sidekiq) are left to GEM_PATH at load time.
+  def install(gem_file)
+    env = { "CARGO_TARGET_DIR" => nil, "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path }
+    run(env, "gem", "install", "--local", "--install-dir", GEM_HOME, "--no-document",
+        "--ignore-dependencies", gem_file)
+  end
+
+  def check_installed(spec)
+    dirs = Dir[File.join(GEM_HOME, "{gems,extensions/*/*}", spec.full_name)]
+    abort "package:smoke: #{spec.full_name} not installed in #{GEM_HOME}" if dirs.empty?
+
+    dirs.each do |dir|
+      targets = cargo_target_dirs(dir)
+      abort "package:smoke: cargo build output left in #{dir}: #{targets.join(", ")}" unless targets.empty?
+    end
+    gem_dir = File.join(GEM_HOME, "gems", spec.full_name)
+    bytes = Find.find(gem_dir).sum { |path| File.file?(path) ? File.size(path) : 0 }
+    abort "package:smoke: #{gem_dir} is #{bytes} bytes (limit #{MAX_BYTES})" if bytes >= MAX_BYTES
+    puts "package:smoke: #{gem_dir} is #{(bytes / 1024.0 / 1024).round(1)} MB, no target/ directory"
+  end
+
+  def cargo_target_dirs(dir)
+    Dir.glob("**/target", File::FNM_DOTMATCH, base: dir).select { |path| File.directory?(File.join(dir, path)) }
+  end
+
+  def gem_path
+    ([GEM_HOME] + Gem.path).uniq.join(File::PATH_SEPARATOR)
+  end
+
+  def load_and_enqueue
+    env = { "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path, "SMOKE_GEM_HOME" => GEM_HOME }
+    run(env, RbConfig.ruby, File.join(__dir__, "package_smoke.rb"))
+  end
+end
+
+namespace :package do
+  desc "Build the gem, install it from source into tmp/, check its size, require it and enqueue a job"
+  task :smoke do
+    spec, gem_file = PackageSmoke.build
+    PackageSmoke.install(gem_file)
+    PackageSmoke.check_installed(spec)
+    PackageSmoke.load_and_enqueue
+  end
+end

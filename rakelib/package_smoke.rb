@@ -1,0 +1,69 @@
+# frozen_string_literal: true
+
+# Run by `rake package:smoke` against the gem installed in a temporary GEM_HOME: loads it, then pushes a job
+# that must be re-routed to its throttled queue, using a redis-server of its own.
+
+require "socket"
+
+def free_port
+  server = TCPServer.new("127.0.0.1", 0)
+  server.addr[1]
+ensure
+  server&.close
+end
+
+def wait_for_redis(port, pid)
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+  loop do
+    abort "redis-server exited early" if Process.waitpid(pid, Process::WNOHANG)
+    begin
+      TCPSocket.new("127.0.0.1", port).close
+      return
+    rescue SystemCallError
+      abort "redis-server did not start on port #{port}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      sleep 0.05
+    end
+  end
+end
+
+def check(description, passed)
+  puts "#{passed ? "ok" : "FAILED"}: #{description}"
+  exit 1 unless passed
+end
+
+require "sidekiq-fair_tenant-rs"
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=) # Sidekiq 6.4 on redis-rb 4.8
+
+dlext = RbConfig::CONFIG["DLEXT"]
+native = $LOADED_FEATURES.grep(%r{/sidekiq/fair_tenant/(\d+\.\d+/)?fair_tenant_rs\.#{dlext}\z}).first
+puts "loaded #{native}"
+check("extension loaded from #{ENV.fetch("SMOKE_GEM_HOME")}", native&.start_with?(ENV.fetch("SMOKE_GEM_HOME")))
+
+port = free_port
+pid = Process.spawn("redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                    "--daemonize", "no", out: File::NULL)
+begin
+  wait_for_redis(port, pid)
+  url = "redis://127.0.0.1:#{port}/0"
+  ENV["REDIS_URL"] = url
+
+  job_class = Class.new do
+    include Sidekiq::Worker
+
+    sidekiq_options queue: "default", fair_tenant_queues: [{ queue: "throttled", threshold: 0, per: 60 }]
+
+    def perform(_arg); end
+  end
+  Object.const_set(:PackageSmokeJob, job_class)
+
+  jid = PackageSmokeJob.set(fair_tenant: "t1").perform_async(1)
+  check("job pushed (jid #{jid.inspect})", !jid.nil?)
+
+  redis = Redis.new(url: url)
+  check("queue:throttled holds the job", redis.llen("queue:throttled") == 1)
+  check("queue:default is empty", redis.llen("queue:default").zero?)
+  redis.close
+ensure
+  Process.kill("TERM", pid)
+  Process.wait(pid)
+end

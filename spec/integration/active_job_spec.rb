@@ -1,0 +1,66 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require "active_job"
+
+ActiveJob::Base.queue_adapter = :sidekiq
+ActiveJob::Base.logger = Logger.new(nil)
+# What sidekiq/rails does in a Rails app: let ActiveJob classes declare sidekiq_options.
+ActiveJob::Base.include(Sidekiq::Worker::Options) unless ActiveJob::Base.respond_to?(:sidekiq_options)
+
+class AjThrottledJob < ActiveJob::Base
+  queue_as :default
+  sidekiq_options fair_tenant_queues: [{ queue: "slow", threshold: 2, per: 60 }]
+
+  # Receives the deserialized perform arguments (symbol keys survive).
+  def self.fair_tenant(options) = "account-#{options.fetch(:account)}"
+
+  def perform(_options); end
+end
+
+class AjProcQueueJob < ActiveJob::Base
+  queue_as { arguments.first == "vip" ? "vip" : "default" }
+  sidekiq_options fair_tenant_queues: [{ queue: "slow", threshold: 1 }]
+
+  def self.fair_tenant(*) = "t"
+
+  def perform(_kind); end
+end
+
+RSpec.describe "ActiveJob on the Sidekiq adapter" do
+  it "re-routes past the threshold, with the tenant from self.fair_tenant(*arguments)" do
+    3.times { AjThrottledJob.perform_later(account: 7) }
+    AjThrottledJob.perform_later(account: 8)
+
+    expect(queue_size("default")).to eq(3)
+    expect(queue_size("slow")).to eq(1)
+    job = queue_jobs("slow").first
+    expect(job).to include("wrapped" => "AjThrottledJob", "fair_tenant" => "account-7")
+    expect(job.dig("args", 0, "queue_name")).to eq("default")
+  end
+
+  it "leaves jobs sent to an explicit queue alone" do
+    4.times { AjThrottledJob.set(queue: :urgent).perform_later(account: 7) }
+
+    expect(queue_size("urgent")).to eq(4)
+    expect(queue_size("slow")).to eq(0)
+  end
+
+  it "evaluates a Proc queue_name to tell the default queue from an explicit one" do
+    3.times { AjProcQueueJob.perform_later("vip") }
+    2.times { AjProcQueueJob.set(queue: "other").perform_later("vip") }
+
+    expect(queue_size("vip")).to eq(1)
+    expect(queue_size("slow")).to eq(2)
+    expect(queue_size("other")).to eq(2)
+  end
+
+  it "validates rules declared through ActiveJob's sidekiq_options" do
+    expect do
+      Class.new(ActiveJob::Base) do
+        def self.name = "BadAjJob"
+        sidekiq_options fair_tenant_queues: [{ queue: "slow", threshold: 1, per: -5 }]
+      end
+    end.to raise_error(ArgumentError, /BadAjJob: invalid fair_tenant_queues rule #1 .*per must be positive/)
+  end
+end

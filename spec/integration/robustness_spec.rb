@@ -1,0 +1,144 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require "timeout"
+
+# The gem talks to its own Redis server here, so it can be stopped, stalled and restarted
+# while Sidekiq keeps pushing to the main one.
+RSpec.describe "Robustness" do
+  ft_server = nil
+
+  before(:all) { ft_server = RedisServer.new.start }
+  after(:all) { ft_server&.stop }
+
+  let(:server) { ft_server }
+  let(:rules) { Sidekiq::FairTenant::Native::RuleSet.new("HundredJob", [{ queue: "slow", threshold: 100 }], 86_400) }
+
+  before do
+    server.start
+    server.redis.flushdb
+    Sidekiq::FairTenant.configure do |c|
+      c.redis_url = server.url
+      c.connect_timeout = 0.2
+      c.read_timeout = 0.2
+      c.write_timeout = 0.2
+    end
+  end
+
+  after do
+    Sidekiq::FairTenant.configure do |c|
+      c.redis_url = nil
+      c.connect_timeout = c.read_timeout = c.write_timeout = 0.5
+    end
+  end
+
+  def stall(seconds)
+    Thread.new { Redis.new(url: server.url, timeout: seconds + 5).call("DEBUG", "SLEEP", seconds.to_s) }
+          .tap { sleep 0.05 }
+  end
+
+  def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+
+  it "keeps enqueueing to the original queue while the gem's Redis is down, warns once, then recovers" do
+    NoTenantJob.set(fair_tenant: "t").perform_async
+    server.stop
+
+    started = monotonic
+    log = capture_log { 5.times { NoTenantJob.set(fair_tenant: "t").perform_async } }
+    elapsed = monotonic - started
+
+    expect(queue_size("default")).to eq(5)
+    expect(queue_size("slow")).to eq(1)
+    expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
+    expect(log).to match(/ConnectionError: .*127\.0\.0\.1:#{server.port}/)
+    expect(elapsed).to be < 5 # each push waits at most the connect timeout, never hangs
+
+    server.start
+    NoTenantJob.set(fair_tenant: "t").perform_async
+    expect(queue_size("slow")).to eq(2)
+  end
+
+  it "fails open on a stalled Redis within the read timeout, and the pool stays usable" do
+    sleeper = stall(1)
+    log = capture_log { NoTenantJob.set(fair_tenant: "t").perform_async }
+    sleeper.join
+
+    expect(queue_size("default")).to eq(1)
+    expect(log).to include("TimeoutError")
+    NoTenantJob.set(fair_tenant: "t").perform_async
+    expect(queue_size("slow")).to eq(1)
+  end
+
+  it "survives Timeout.timeout firing mid-call: no leaked connection, no stuck lock" do
+    client = Sidekiq::FairTenant.native
+    client.ping
+    sleeper = stall(1)
+
+    expect do
+      Timeout.timeout(0.05) { client.route(rules, "HundredJob", "default", "t", "jid-1", Time.now.to_f) }
+    end.to raise_error(Timeout::Error)
+    sleeper.join
+
+    stats = client.pool_stats
+    expect(stats[:open]).to eq(stats[:idle])
+    expect(client.route(rules, "HundredJob", "default", "t", "jid-2", Time.now.to_f)).to be_nil
+    expect(client.pool_stats[:open]).to eq(client.pool_stats[:idle])
+  end
+
+  it "survives Thread#raise and Thread#kill during a call" do
+    client = Sidekiq::FairTenant.native
+    sleeper = stall(0.5)
+    victims = Array.new(4) do
+      Thread.new { client.route(rules, "HundredJob", "default", "t", "jid", Time.now.to_f) }
+    end
+    sleep 0.05
+    victims[0].raise(RuntimeError, "boom")
+    victims[1].kill
+    victims.each { |t| t.join rescue nil } # rubocop:disable Style/RescueModifier
+    sleeper.join
+
+    stats = client.pool_stats
+    expect(stats[:open]).to eq(stats[:idle])
+    expect(client.ping).to be(true)
+  end
+
+  it "raises the gem's error classes from explicit calls, with the URL but no password" do
+    Sidekiq::FairTenant.configure { |c| c.redis_url = "redis://:s3cret@127.0.0.1:#{RedisServer.free_port}/0" }
+
+    expect { Sidekiq::FairTenant.ping }.to raise_error(Sidekiq::FairTenant::ConnectionError) { |e|
+      expect(e.message).to include("127.0.0.1")
+      expect(e.message).not_to include("s3cret")
+    }
+    expect(Sidekiq::FairTenant::TimeoutError.ancestors).to include(Sidekiq::FairTenant::Error)
+  end
+
+  it "works in a forked child and keeps working in the parent" do
+    NoTenantJob.set(fair_tenant: "parent").perform_async # the parent's pool now holds a connection
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      10.times { NoTenantJob.set(fair_tenant: "child").perform_async }
+      writer.write(Sidekiq::FairTenant.native.pool_stats[:open].to_s)
+      exit!(0)
+    end
+    writer.close
+    child_open = reader.read
+    Process.wait(pid)
+
+    expect($CHILD_STATUS&.success? || $?.success?).to be(true) # rubocop:disable Style/SpecialGlobalVars
+    expect(child_open.to_i).to be >= 1
+    3.times { NoTenantJob.set(fair_tenant: "parent").perform_async }
+    native = Sidekiq::FairTenant.native
+    expect(server.redis.zcard(native.key_for("NoTenantJob", "default", "child"))).to eq(1)
+    expect(queue_size("slow")).to eq(14)
+    expect(native.pool_stats[:open]).to eq(native.pool_stats[:idle])
+  end
+
+  it "keeps exact counts with 25 threads x 1,000 pushes for one tenant (threshold 100)" do
+    threads = Array.new(25) { Thread.new { 1_000.times { HundredJob.set(fair_tenant: "hammer").perform_async } } }
+    threads.each(&:join)
+
+    expect(queue_size("default")).to eq(100)
+    expect(queue_size("slow")).to eq(24_900)
+  end
+end

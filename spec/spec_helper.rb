@@ -1,0 +1,91 @@
+# frozen_string_literal: true
+
+require "json"
+require "logger"
+require "stringio"
+require "active_support"
+require "active_support/core_ext/numeric/time"
+require "active_support/testing/time_helpers"
+
+require_relative "support/redis_server"
+
+# One private redis-server for the whole run unless REDIS_URL points at one (it is flushed!).
+unless ENV["REDIS_URL"]
+  $redis_server = RedisServer.new.start # rubocop:disable Style/GlobalVars
+  ENV["REDIS_URL"] = $redis_server.url # rubocop:disable Style/GlobalVars
+end
+
+require "sidekiq"
+require "sidekiq/fair_tenant"
+require_relative "support/jobs"
+
+Sidekiq.logger.level = Logger::ERROR
+
+module SpecHelpers
+  def redis
+    @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
+  end
+
+  def queue_jobs(name)
+    redis.lrange("queue:#{name}", 0, -1).map { |j| JSON.parse(j) }
+  end
+
+  def queue_size(name)
+    redis.llen("queue:#{name}")
+  end
+
+  def command_calls(conn = redis)
+    conn.info("commandstats").transform_values { |v| v["calls"].to_i }
+  end
+
+  # Commands clients sent while the block ran (MONITOR lines, commands run by Lua left out).
+  def monitor_commands
+    lines = Queue.new
+    ready = Queue.new
+    monitor = Redis.new(url: ENV.fetch("REDIS_URL"))
+    thread = Thread.new do
+      Thread.current.report_on_exception = false
+      monitor.monitor { |line| line == "OK" ? ready << true : lines << line }
+    end
+    ready.pop
+    yield
+    sentinel = "monitor-sentinel-#{rand(1 << 30)}"
+    redis.echo(sentinel)
+    seen = []
+    until (line = lines.pop).include?(sentinel)
+      seen << line unless line.include?(" lua]")
+    end
+    seen.map { |command| command[/\] "(\w+)"/, 1].downcase }
+  ensure
+    thread&.kill
+    monitor&.close
+  end
+
+  # Captures what the gem logs.
+  def capture_log
+    io = StringIO.new
+    previous = Sidekiq::FairTenant.config.logger
+    Sidekiq::FairTenant.config.logger = Logger.new(io)
+    yield
+    io.string
+  ensure
+    Sidekiq::FairTenant.config.logger = previous
+  end
+end
+
+RSpec.configure do |config|
+  config.include SpecHelpers
+  config.include ActiveSupport::Testing::TimeHelpers
+  config.disable_monkey_patching!
+  config.order = :random
+  config.example_status_persistence_file_path = "tmp/rspec-status.txt"
+
+  config.before do
+    redis.flushdb
+    Sidekiq::FairTenant.warnings.reset
+  end
+
+  config.after do
+    travel_back
+  end
+end

@@ -1,0 +1,76 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+
+RSpec.describe Sidekiq::FairTenant::Config do
+  it "has the original gem's defaults and accessors" do
+    config = described_class.new({})
+    expect(config.max_throttling_window).to eq(86_400)
+    expect(config.enqueues_key).to eq("sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s")
+    expect(config.logger).to be(Sidekiq.logger)
+    expect(Sidekiq::FairTenant.max_throttling_window).to eq(Sidekiq::FairTenant.config.max_throttling_window)
+    expect(Sidekiq::FairTenant.enqueues_key).to eq(Sidekiq::FairTenant.config.enqueues_key)
+  end
+
+  it "reads every key from SIDEKIQ_FAIR_TENANT_<KEY>" do
+    env = {
+      "SIDEKIQ_FAIR_TENANT_MAX_THROTTLING_WINDOW" => "3600",
+      "SIDEKIQ_FAIR_TENANT_ENQUEUES_KEY" => "ft:{%<fair_tenant>s}:%<job_class>s",
+      "SIDEKIQ_FAIR_TENANT_REDIS_URL" => "redis://cache:6380/2",
+      "SIDEKIQ_FAIR_TENANT_POOL_SIZE" => "3",
+      "SIDEKIQ_FAIR_TENANT_CONNECT_TIMEOUT" => "0.25",
+      "SIDEKIQ_FAIR_TENANT_READ_TIMEOUT" => "1",
+      "SIDEKIQ_FAIR_TENANT_WRITE_TIMEOUT" => "2"
+    }
+    config = described_class.new(env)
+    expect(config).to have_attributes(max_throttling_window: 3600, enqueues_key: "ft:{%<fair_tenant>s}:%<job_class>s",
+                                      redis_url: "redis://cache:6380/2", pool_size: 3, connect_timeout: 0.25,
+                                      read_timeout: 1.0, write_timeout: 2.0)
+  end
+
+  it "names the variable when an environment value is invalid" do
+    expect { described_class.new("SIDEKIQ_FAIR_TENANT_POOL_SIZE" => "many") }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /SIDEKIQ_FAIR_TENANT_POOL_SIZE: pool_size/)
+  end
+
+  it "rejects bad values with ConfigurationError" do
+    config = described_class.new({})
+    expect { config.max_throttling_window = 0 }.to raise_error(Sidekiq::FairTenant::ConfigurationError)
+    expect { config.pool_size = 1.5 }.to raise_error(Sidekiq::FairTenant::ConfigurationError)
+    expect { config.read_timeout = -1 }.to raise_error(Sidekiq::FairTenant::ConfigurationError)
+    expect { config.enqueues_key = "ft:%<job_class>s" }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /must contain %<fair_tenant>s/)
+    expect { config.enqueues_key = "ft:%<tenant>s" }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /unknown reference "tenant"/)
+  end
+
+  it "accepts ActiveSupport durations" do
+    config = described_class.new({})
+    config.max_throttling_window = 2.hours
+    expect(config.max_throttling_window).to eq(7200)
+  end
+
+  it "falls back from redis_url to REDIS_URL" do
+    expect(described_class.new({}).effective_redis_url).to eq(ENV.fetch("REDIS_URL"))
+  end
+
+  it "rebuilds the native client when connection settings change, not otherwise" do
+    first = Sidekiq::FairTenant.native
+    Sidekiq::FairTenant.configure { |c| c.logger = Sidekiq.logger }
+    expect(Sidekiq::FairTenant.native).to be(first)
+
+    Sidekiq::FairTenant.configure { |c| c.pool_size = 7 }
+    expect(Sidekiq::FairTenant.native).not_to be(first)
+    expect(Sidekiq::FairTenant.native.pool_stats[:size]).to eq(7)
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }
+  end
+
+  it "uses its own key format for routing" do
+    Sidekiq::FairTenant.configure { |c| c.enqueues_key = "custom:%<queue>s:%<job_class>s:%<fair_tenant>s" }
+    NoTenantJob.set(fair_tenant: "t").perform_async
+    expect(redis.zcard("custom:default:NoTenantJob:t")).to eq(1)
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.enqueues_key = Sidekiq::FairTenant::Config::DEFAULT_ENQUEUES_KEY }
+  end
+end
