@@ -30,6 +30,15 @@ module SpecHelpers
     redis.lrange("queue:#{name}", 0, -1).map { |j| JSON.parse(j) }
   end
 
+  # Enqueue times a tenant key holds (8 bytes each).
+  def entries(key)
+    entries_in(redis, key)
+  end
+
+  def entries_in(conn, key)
+    conn.strlen(key) / 8
+  end
+
   def queue_size(name)
     redis.llen("queue:#{name}")
   end

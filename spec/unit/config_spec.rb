@@ -69,7 +69,7 @@ RSpec.describe Sidekiq::FairTenant::Config do
   it "uses its own key format for routing" do
     Sidekiq::FairTenant.configure { |c| c.enqueues_key = "custom:%<queue>s:%<job_class>s:%<fair_tenant>s" }
     NoTenantJob.set(fair_tenant: "t").perform_async
-    expect(redis.zcard("custom:default:NoTenantJob:t")).to eq(1)
+    expect(entries("custom:default:NoTenantJob:t")).to eq(1)
   ensure
     Sidekiq::FairTenant.configure { |c| c.enqueues_key = Sidekiq::FairTenant::Config::DEFAULT_ENQUEUES_KEY }
   end

@@ -80,19 +80,13 @@ impl RbClient {
         job_class: RString,
         queue: RString,
         tenant: RString,
-        jid: RString,
         now: f64,
     ) -> Result<Option<usize>, Error> {
         let key = self
             .keys
             .render(&bytes(queue), &bytes(job_class), &bytes(tenant));
-        let jid = bytes(jid);
         let rules = &rules.0;
-        let job = Enqueue {
-            key: &key,
-            jid: &jid,
-            now,
-        };
+        let job = Enqueue { key: &key, now };
         without_gvl(|| router::route(&self.pool, rules, &job))?.map_err(to_ruby)
     }
 
@@ -105,6 +99,11 @@ impl RbClient {
         without_gvl(|| self.pool.with(|c| redis::cmd("PING").query::<String>(c)))?
             .map(|pong| pong == "PONG")
             .map_err(to_ruby)
+    }
+
+    /// A tenant key's enqueue times, oldest first (for stats and tests).
+    fn decode_times(value: RString) -> Vec<f64> {
+        router::decode_times(&bytes(value))
     }
 
     fn server(&self) -> String {
@@ -143,8 +142,9 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
         "check_key_format",
         magnus::function!(RbClient::check_key_format, 1),
     )?;
+    class.define_singleton_method("decode_times", magnus::function!(RbClient::decode_times, 1))?;
     class.define_method("key_for", magnus::method!(RbClient::key_for, 3))?;
-    class.define_method("route", magnus::method!(RbClient::route, 6))?;
+    class.define_method("route", magnus::method!(RbClient::route, 5))?;
     class.define_method("noop_eval", magnus::method!(RbClient::noop_eval, 1))?;
     class.define_method("ping", magnus::method!(RbClient::ping, 0))?;
     class.define_method("server", magnus::method!(RbClient::server, 0))?;

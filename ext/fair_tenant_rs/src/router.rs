@@ -14,25 +14,35 @@ static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
 /// One push to decide.
 pub struct Enqueue<'a> {
     pub key: &'a [u8],
-    pub jid: &'a [u8],
     /// Seconds since the epoch, from the caller's clock.
     pub now: f64,
 }
 
-/// Registers `job` and returns the index of the rule that fires, if any.
+/// Registers one enqueue and returns the index of the rule that fires, if any.
 pub fn route(pool: &Pool, rules: &RuleSet, job: &Enqueue<'_>) -> Result<Option<usize>> {
     let mut inv = ROUTE.prepare_invoke();
     inv.key(job.key)
-        .arg(job.jid)
         .arg(format_seconds(job.now))
-        .arg(format_seconds(rules.window()))
-        .arg(rules.window().ceil().max(1.0) as u64)
+        .arg(ttl_ms(rules.window()))
         .arg(rules.keep());
     for a in rules.script_args() {
         inv.arg(a);
     }
     let chosen: i64 = pool.with(|c| inv.invoke(c))?;
     Ok(usize::try_from(chosen).ok())
+}
+
+/// The key lives as long as the longest window: older times never decide anything.
+fn ttl_ms(window: f64) -> u64 {
+    (window * 1000.0).ceil().max(1.0) as u64
+}
+
+/// Decodes a tenant key's value: enqueue times, oldest first.
+pub fn decode_times(value: &[u8]) -> Vec<f64> {
+    value
+        .chunks_exact(8)
+        .map(|c| f64::from_be_bytes(c.try_into().expect("8-byte chunk")))
+        .collect()
 }
 
 /// The SHA1 of the route script, for stats and tests.
@@ -45,4 +55,24 @@ pub fn script_sha() -> String {
 pub fn noop(pool: &Pool, key: &[u8]) -> Result<()> {
     let _: i64 = pool.with(|c| NOOP.key(key).invoke(c))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_big_endian_doubles_like_lua_struct_packs_them() {
+        let mut v = Vec::new();
+        v.extend_from_slice(&1_700_000_000.25f64.to_be_bytes());
+        v.extend_from_slice(&1_700_000_001.5f64.to_be_bytes());
+        assert_eq!(decode_times(&v), vec![1_700_000_000.25, 1_700_000_001.5]);
+        assert!(decode_times(b"").is_empty());
+    }
+
+    #[test]
+    fn ttl_covers_the_window_in_milliseconds() {
+        assert_eq!(ttl_ms(3600.0), 3_600_000);
+        assert_eq!(ttl_ms(0.0001), 1);
+    }
 }

@@ -31,6 +31,10 @@ impl RbRuleSet {
         self.0.rules().iter().map(|r| r.queue.clone()).collect()
     }
 
+    fn queue(&self, index: i64) -> Option<String> {
+        self.0.queue_at(index).map(str::to_string)
+    }
+
     fn keep(&self) -> u64 {
         self.0.keep()
     }
@@ -122,6 +126,7 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("RuleSet", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbRuleSet::new, 3))?;
     class.define_method("queues", magnus::method!(RbRuleSet::queues, 0))?;
+    class.define_method("queue", magnus::method!(RbRuleSet::queue, 1))?;
     class.define_method("keep", magnus::method!(RbRuleSet::keep, 0))?;
     class.define_method("window", magnus::method!(RbRuleSet::window, 0))?;
     class.define_method("to_a", magnus::method!(RbRuleSet::to_a, 0))?;

@@ -49,7 +49,7 @@ module Sidekiq
         return warn_no_tenant(class_name) unless tenant
 
         job["fair_tenant"] = json_safe(tenant)
-        index = FairTenant.native.route(rules, class_name, queue, tenant, job["jid"].to_s, Time.now.to_f)
+        index = FairTenant.native.route(rules, class_name, queue, tenant, Time.now.to_f)
         job[COUNTED] = true
         reroute(job, rules, index, queue) if index
       rescue StandardError => e
@@ -57,7 +57,7 @@ module Sidekiq
       end
 
       def reroute(job, rules, index, queue)
-        target = rules.queues[index]
+        target = rules.queue(index)
         return if target == queue
 
         job["queue"] = target

@@ -1,34 +1,44 @@
 -- Registers one enqueue of a (job class, tenant) and picks the rule that fires, atomically.
--- KEYS[1]  sorted set: jid -> enqueue time (seconds, float)
--- ARGV     jid, now, window, ttl, keep, then (threshold, per) for every rule in order
+-- KEYS[1]  string: enqueue times as 8-byte big-endian doubles, ascending, at most `keep` of them
+-- ARGV     now, ttl (ms), keep, then (threshold, per) for every rule in order
 -- Returns  the 0-based index of the last rule whose window count, this job included,
 --          exceeds its threshold; -1 when none does.
 --
--- Memory stays bounded whatever the volume: a rule with threshold T only needs to know
--- whether the (T+1)-th newest enqueue is inside its window, so the set keeps the `keep`
--- (= max T + 1) newest entries and nothing older than the longest window.
+-- A rule with threshold T fires when the (T+1)-th newest enqueue is inside its window, so the
+-- `keep` (= max T + 1) newest times decide every rule exactly and memory stays bounded whatever
+-- the volume. Two Redis calls (GET, SET) keep the server time per push low.
 local key = KEYS[1]
-local now = tonumber(ARGV[2])
-local keep = tonumber(ARGV[5])
+local now = tonumber(ARGV[1])
+local keep = tonumber(ARGV[3])
 
--- NX: a jid pushed again (scheduled job, retry, "retry now") keeps its first timestamp.
-redis.call('ZADD', key, 'NX', now, ARGV[1])
-local n = redis.call('ZCARD', key)
+-- Anything but a string (nothing yet, or the sorted set sidekiq-fair_tenant kept under the same
+-- name) starts afresh; SET below replaces it.
+local times = redis.pcall('GET', key)
+if type(times) ~= 'string' or #times % 8 ~= 0 then
+  times = ''
+end
+
+-- Insert `now` in order: clients' clocks and pushes interleave, but it is nearly always the newest.
+local n = #times / 8
+local pos = n
+while pos > 0 and struct.unpack('>d', times, (pos - 1) * 8 + 1) > now do
+  pos = pos - 1
+end
+times = string.sub(times, 1, pos * 8) .. struct.pack('>d', now) .. string.sub(times, pos * 8 + 1)
+n = n + 1
 if n > keep then
-  redis.call('ZREMRANGEBYRANK', key, 0, n - keep - 1)
+  times = string.sub(times, (n - keep) * 8 + 1)
   n = keep
 end
-n = n - redis.call('ZREMRANGEBYSCORE', key, '-inf', '(' .. (now - tonumber(ARGV[3])))
-redis.call('EXPIRE', key, ARGV[4])
+redis.call('SET', key, times, 'PX', ARGV[2])
 
 local chosen = -1
-for i = 6, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   local threshold = tonumber(ARGV[i])
   if n > threshold then
-    local rank = -(threshold + 1)
-    local entry = redis.call('ZRANGE', key, rank, rank, 'WITHSCORES')
-    if tonumber(entry[2]) >= now - tonumber(ARGV[i + 1]) then
-      chosen = (i - 6) / 2
+    local t = struct.unpack('>d', times, (n - threshold - 1) * 8 + 1)
+    if t >= now - tonumber(ARGV[i + 1]) then
+      chosen = (i - 4) / 2
     end
   end
 end
