@@ -18,18 +18,25 @@ if type(times) ~= 'string' or #times % 8 ~= 0 then
   times = ''
 end
 
--- Insert `now` in order: clients' clocks and pushes interleave, but it is nearly always the newest.
+-- Insert `now` in order: clients' clocks and pushes interleave, but it is nearly always the newest,
+-- which costs one comparison and one concatenation.
 local n = #times / 8
+local packed = struct.pack('>d', now)
 local pos = n
 while pos > 0 and struct.unpack('>d', times, (pos - 1) * 8 + 1) > now do
   pos = pos - 1
 end
-times = string.sub(times, 1, pos * 8) .. struct.pack('>d', now) .. string.sub(times, pos * 8 + 1)
-n = n + 1
-if n > keep then
-  times = string.sub(times, (n - keep) * 8 + 1)
-  n = keep
+if pos == n and n < keep then
+  times = times .. packed
+elseif pos == n then
+  times = string.sub(times, (n - keep + 1) * 8 + 1) .. packed
+else
+  times = string.sub(times, 1, pos * 8) .. packed .. string.sub(times, pos * 8 + 1)
+  if n + 1 > keep then
+    times = string.sub(times, (n + 1 - keep) * 8 + 1)
+  end
 end
+n = math.min(n + 1, keep)
 redis.call('SET', key, times, 'PX', ARGV[2])
 
 local chosen = -1
