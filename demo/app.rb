@@ -1,0 +1,54 @@
+# frozen_string_literal: true
+
+# The demo's Sidekiq application, loaded by real Sidekiq processes started by bin/demo:
+#   RUBYLIB=lib sidekiq -r ./demo/app.rb -c 10 -q default,4 -q throttled,1
+# Each job sleeps job_ms and records its tenant, enqueue, start and finish times in Redis.
+require "json"
+require "logger"
+require "sidekiq"
+require "sidekiq/fair_tenant"
+
+Redis.silence_deprecations = true # Sidekiq 6.4 calls sadd the redis-rb 4.8 way
+Sidekiq.configure_server { |config| config.logger.level = Logger::WARN } # no start/done line per job
+
+module Demo
+  RECORDS_KEY = "demo:records"
+  THROTTLE_THRESHOLD = Integer(ENV.fetch("FAIR_TENANT_DEMO_THRESHOLD", "20"))
+
+  # Shared body: sleep, then record.
+  module Recording
+    def perform(tenant, enqueued_at, job_ms)
+      started_at = Time.now.to_f
+      sleep(job_ms / 1000.0)
+      finished_at = Time.now.to_f
+      record = { tenant: tenant, enqueued_at: enqueued_at, started_at: started_at, finished_at: finished_at }
+      Sidekiq.redis { |conn| conn.rpush(RECORDS_KEY, JSON.generate(record)) }
+    end
+  end
+
+  # No re-routing: every job waits in "default", first in first out.
+  class PlainJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false
+  end
+
+  # Past THROTTLE_THRESHOLD jobs a minute, a tenant's jobs go to the lower-weight "throttled" queue.
+  class FairTenantJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false,
+                    fair_tenant_queues: [{ queue: "throttled", threshold: THROTTLE_THRESHOLD, per: 60 }]
+  end
+
+  JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob }.freeze
+end
+
+# Started by bin/demo: stop when bin/demo is gone, even if it was killed before it could stop us.
+if (parent = ENV.fetch("FAIR_TENANT_DEMO_PARENT_PID", nil)) && Sidekiq.server?
+  Thread.new do
+    sleep 0.5 while Process.kill(0, Integer(parent))
+  rescue Errno::ESRCH, Errno::EPERM
+    Process.kill("TERM", Process.pid)
+  end
+end
