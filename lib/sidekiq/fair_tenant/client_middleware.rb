@@ -15,36 +15,26 @@ module Sidekiq
 
       COUNTED = "fair_tenant_counted"
 
-      def call(worker, job, queue, _redis_pool = nil)
-        rules = rules_for(worker, job)
-        route(rules, worker, job, queue) if rules
+      def call(worker, job, _queue, _redis_pool = nil)
+        raw = job["fair_tenant_queues"]
+        # Scheduled: counted and routed when the poller pushes it to its queue. Already counted:
+        # a retry, a "retry now" from the Web UI or a scheduled job's second pass.
+        unless JobInfo.blank?(raw) || job.key?("at") || job[COUNTED]
+          class_name = JobInfo.class_name(worker, job)
+          rules = rules_for(class_name, worker, job, raw)
+          route(rules, class_name, worker, job) if rules
+        end
         yield
       end
 
       private
 
-      def rules_for(worker, job)
-        raw = job["fair_tenant_queues"]
-        return nil if JobInfo.blank?(raw)
-        # Scheduled: counted and routed when the poller pushes it to its queue. Already counted:
-        # a retry, a "retry now" from the Web UI or a scheduled job's second pass.
-        return nil if job.key?("at") || job[COUNTED]
-
-        FairTenant.rule_cache.fetch(JobInfo.class_name(worker, job), raw, FairTenant.config.max_throttling_window)
-      rescue ArgumentError => e
-        raise if worker.is_a?(Class)
-
-        warn(:invalid_rules, JobInfo.class_name(worker, job)) { "#{e.message}; job #{job["jid"]} not re-routed" }
-        nil
-      end
-
-      def route(rules, worker, job, _original_queue)
+      def route(rules, class_name, worker, job)
         klass = JobInfo.job_class(worker, job)
         default = JobInfo.default_queue(klass, job)
         queue = job["queue"]
         return if default && default != queue # pushed to an explicit queue: respect it
 
-        class_name = JobInfo.class_name(worker, job)
         tenant = JobInfo.tenant(klass, job)
         return warn_no_tenant(class_name) unless tenant
 
@@ -53,7 +43,18 @@ module Sidekiq
         job[COUNTED] = true
         reroute(job, rules, index, queue) if index
       rescue StandardError => e
-        warn(:failure, e.class) { "#{e.class}: #{e.message}; job #{job["jid"]} stays on #{queue.inspect}" }
+        warn(:failure, e.class) { "#{e.class}: #{e.message}; job #{job["jid"]} stays on #{job["queue"].inspect}" }
+      end
+
+      # Invalid rules raise from code you control (a push from the class); a re-push by Sidekiq
+      # (class given as a String) logs and leaves the job alone.
+      def rules_for(class_name, worker, job, raw)
+        FairTenant.rule_cache.fetch(class_name, raw, FairTenant.config.max_throttling_window)
+      rescue StandardError => e
+        raise if e.is_a?(ArgumentError) && worker.is_a?(Class)
+
+        warn(:invalid_rules, class_name) { "#{e.message}; job #{job["jid"]} not re-routed" }
+        nil
       end
 
       def reroute(job, rules, index, queue)
