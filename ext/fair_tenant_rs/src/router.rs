@@ -6,7 +6,7 @@ use redis::Script;
 
 use crate::error::Result;
 use crate::pool::Pool;
-use crate::rules::{format_seconds, RuleSet};
+use crate::rules::RuleSet;
 
 static ROUTE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/route.lua")));
 static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
@@ -22,14 +22,24 @@ pub struct Enqueue<'a> {
 pub fn route(pool: &Pool, rules: &RuleSet, job: &Enqueue<'_>) -> Result<Option<usize>> {
     let mut inv = ROUTE.prepare_invoke();
     inv.key(job.key)
-        .arg(format_seconds(job.now))
+        .arg(&job.now.to_be_bytes()[..])
         .arg(ttl_ms(rules.window()))
-        .arg(rules.keep());
-    for a in rules.script_args() {
-        inv.arg(a);
-    }
+        .arg(script_spec(rules, job.now));
     let chosen: i64 = pool.with(|c| inv.invoke(c))?;
     Ok(usize::try_from(chosen).ok())
+}
+
+/// The script's numbers, packed as 8-byte big-endian doubles so that it parses no decimal text:
+/// `keep`, then `threshold, now - per` for every rule in order. The window starts are computed
+/// here with the same f64 subtraction the script would do.
+fn script_spec(rules: &RuleSet, now: f64) -> Vec<u8> {
+    let mut spec = Vec::with_capacity(8 + 16 * rules.rules().len());
+    spec.extend_from_slice(&(rules.keep() as f64).to_be_bytes());
+    for r in rules.rules() {
+        spec.extend_from_slice(&(r.threshold as f64).to_be_bytes());
+        spec.extend_from_slice(&(now - r.per).to_be_bytes());
+    }
+    spec
 }
 
 /// The key lives as long as the longest window: older times never decide anything.
@@ -68,6 +78,26 @@ mod tests {
         v.extend_from_slice(&1_700_000_001.5f64.to_be_bytes());
         assert_eq!(decode_times(&v), vec![1_700_000_000.25, 1_700_000_001.5]);
         assert!(decode_times(b"").is_empty());
+    }
+
+    #[test]
+    fn packs_keep_then_threshold_and_window_start_per_rule() {
+        use crate::rules::{RawRule, RawValue};
+        let rule = |t: i64, per: f64| RawRule::Hash {
+            queue: RawValue::Str("slow".into()),
+            threshold: RawValue::Int(t),
+            per: RawValue::Float(per),
+            unknown_keys: vec![],
+            inspect: "{...}".into(),
+        };
+        let rules = RuleSet::parse("Job", &[rule(100, 3600.0), rule(20, 0.25)], 86_400.0).unwrap();
+        let now = 1_700_000_000.123_456;
+        let spec = script_spec(&rules, now);
+        let nums: Vec<f64> = spec
+            .chunks_exact(8)
+            .map(|c| f64::from_be_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(nums, vec![101.0, 100.0, now - 3600.0, 20.0, now - 0.25]);
     }
 
     #[test]
