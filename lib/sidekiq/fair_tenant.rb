@@ -9,9 +9,12 @@ require_relative "fair_tenant/native"
 require_relative "fair_tenant/config"
 require_relative "fair_tenant/sidekiq_redis_url"
 require_relative "fair_tenant/rate_limited_log"
-require_relative "fair_tenant/rule_cache"
+require_relative "fair_tenant/option_cache"
 require_relative "fair_tenant/job_info"
 require_relative "fair_tenant/client_middleware"
+require_relative "fair_tenant/server_middleware"
+require_relative "fair_tenant/slots"
+require_relative "fair_tenant/limits"
 require_relative "fair_tenant/options_validation"
 
 module Sidekiq
@@ -68,7 +71,11 @@ module Sidekiq
       end
 
       def rule_cache
-        @rule_cache ||= RuleCache.new
+        @rule_cache ||= OptionCache.new { |name, raw, window| Native::RuleSet.new(name, raw, window) }
+      end
+
+      def concurrency_cache
+        @concurrency_cache ||= OptionCache.new { |name, raw, _| Native::Concurrency.new(name, raw) }
       end
 
       def warnings
@@ -80,10 +87,26 @@ module Sidekiq
         native.ping
       end
 
-      def register_middleware(config)
+      # Runtime concurrency limits (see Limits).
+      def limits
+        @limits ||= Limits.new
+      end
+
+      def register_client_middleware(config)
         config.client_middleware do |chain|
           chain.add ClientMiddleware unless chain.exists?(ClientMiddleware)
         end
+      end
+
+      # Server side: the client middleware (jobs pushed from jobs) and the slots middleware, with
+      # the heartbeat/sweep thread running while the process works.
+      def register_server_middleware(config)
+        register_client_middleware(config)
+        config.server_middleware do |chain|
+          chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
+        end
+        config.on(:startup) { Slots.start }
+        config.on(:shutdown) { Slots.stop }
       end
     end
 
@@ -91,5 +114,5 @@ module Sidekiq
   end
 end
 
-Sidekiq.configure_client { |config| Sidekiq::FairTenant.register_middleware(config) }
-Sidekiq.configure_server { |config| Sidekiq::FairTenant.register_middleware(config) }
+Sidekiq.configure_client { |config| Sidekiq::FairTenant.register_client_middleware(config) }
+Sidekiq.configure_server { |config| Sidekiq::FairTenant.register_server_middleware(config) }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use magnus::{prelude::*, Error, RHash, RModule, RString, Ruby};
+use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol};
 
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
@@ -11,6 +11,7 @@ use crate::keys::KeyFormat;
 use crate::pool::{Pool, PoolConfig};
 use crate::router::{self, Enqueue};
 use crate::rule_set::RbRuleSet;
+use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Client", free_immediately, size)]
 pub struct RbClient {
@@ -34,6 +35,13 @@ fn seconds(ruby: &Ruby, name: &str, s: f64) -> Result<Duration, Error> {
 fn bytes(s: RString) -> Vec<u8> {
     // SAFETY: copied at once, with the GVL held.
     unsafe { s.as_slice() }.to_vec()
+}
+
+fn pair(ruby: &Ruby, a: &[u8], b: &[u8]) -> Result<RArray, Error> {
+    let out = ruby.ary_new_capa(2);
+    out.push(ruby.str_from_slice(a))?;
+    out.push(ruby.str_from_slice(b))?;
+    Ok(out)
 }
 
 impl RbClient {
@@ -106,6 +114,166 @@ impl RbClient {
         router::decode_times(&bytes(value))
     }
 
+    /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.
+    fn tenant_scope(ruby: &Ruby, tenant: RString, queue: RString) -> Result<RArray, Error> {
+        let scope = Scope::tenant_queue(&bytes(tenant), &bytes(queue));
+        pair(ruby, scope.tag(), scope.sub())
+    }
+
+    /// `[tag, sub]` of a custom-key scope.
+    fn key_scope(ruby: &Ruby, key: RString) -> Result<RArray, Error> {
+        let scope = Scope::custom(&bytes(key));
+        pair(ruby, scope.tag(), scope.sub())
+    }
+
+    /// `[tag, field]` of the limits hash entry for a tenant (optionally one queue) or a key.
+    fn limit_target(
+        ruby: &Ruby,
+        tenant: Option<RString>,
+        queue: Option<RString>,
+        key: Option<RString>,
+    ) -> Result<RArray, Error> {
+        let (tag, field) = match (tenant, key) {
+            (Some(t), None) => (
+                slots::tenant_tag(&bytes(t)),
+                queue.map_or_else(|| slots::ALL.to_vec(), |q| slots::queue_field(&bytes(q))),
+            ),
+            (None, Some(k)) if queue.is_none() => (slots::key_tag(&bytes(k)), slots::ALL.to_vec()),
+            _ => {
+                return Err(argument_error(
+                    ruby,
+                    "give tenant: (optionally with queue:) or key:, not both",
+                ))
+            }
+        };
+        pair(ruby, &tag, &field)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn acquire(
+        ruby: &Ruby,
+        rb_self: &Self,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        lease_ms: u64,
+        default_limit: u64,
+        payload: RString,
+        enqueued_at: f64,
+    ) -> Result<Symbol, Error> {
+        let scope = Scope::from_parts(bytes(tag), bytes(sub));
+        let jid = bytes(jid);
+        let payload = bytes(payload);
+        let req = Request {
+            scope: &scope,
+            jid: &jid,
+            lease_ms,
+            default_limit,
+        };
+        let outcome = without_gvl(|| slots::acquire(&rb_self.pool, &req, &payload, enqueued_at))?
+            .map_err(to_ruby)?;
+        Ok(ruby.to_symbol(match outcome {
+            Acquired::Acquired => "acquired",
+            Acquired::Held => "held",
+            Acquired::Parked => "parked",
+        }))
+    }
+
+    fn release(
+        &self,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        lease_ms: u64,
+        default_limit: u64,
+    ) -> Result<u64, Error> {
+        let scope = Scope::from_parts(bytes(tag), bytes(sub));
+        let jid = bytes(jid);
+        let req = Request {
+            scope: &scope,
+            jid: &jid,
+            lease_ms,
+            default_limit,
+        };
+        without_gvl(|| slots::release(&self.pool, &req))?.map_err(to_ruby)
+    }
+
+    /// `running`: an Array of `[tag, sub, jid, lease_ms]`.
+    fn renew(&self, running: RArray) -> Result<u64, Error> {
+        let mut entries = Vec::with_capacity(running.len());
+        for item in running.into_iter() {
+            let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
+                magnus::TryConvert::try_convert(item)?;
+            entries.push((
+                Scope::from_parts(bytes(tag), bytes(sub)),
+                bytes(jid),
+                lease_ms,
+            ));
+        }
+        without_gvl(|| slots::renew(&self.pool, &entries))?.map_err(to_ruby)
+    }
+
+    fn sweep(&self, max_tags: usize) -> Result<u64, Error> {
+        without_gvl(|| slots::sweep(&self.pool, max_tags))?.map_err(to_ruby)
+    }
+
+    fn set_limit(&self, tag: RString, field: RString, value: Option<u64>) -> Result<u64, Error> {
+        let (tag, field) = (bytes(tag), bytes(field));
+        without_gvl(|| slots::set_limit(&self.pool, &tag, &field, value))?.map_err(to_ruby)
+    }
+
+    fn get_limit(&self, tag: RString, field: RString) -> Result<Option<u64>, Error> {
+        let (tag, field) = (bytes(tag), bytes(field));
+        without_gvl(|| slots::get_limit(&self.pool, &tag, &field))?.map_err(to_ruby)
+    }
+
+    /// `[{tenant:, queue:, limit:} | {key:, limit:}, ...]`
+    fn list_limits(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
+        let limits = without_gvl(|| slots::list_limits(&rb_self.pool))?.map_err(to_ruby)?;
+        let out = ruby.ary_new_capa(limits.len());
+        for (tag, field, value) in limits {
+            let h = ruby.hash_new();
+            match slots::limit_target(&tag, &field) {
+                Some(LimitTarget::Tenant(tenant, queue)) => {
+                    h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
+                    h.aset(
+                        ruby.to_symbol("queue"),
+                        queue.map(|q| ruby.str_from_slice(&q)),
+                    )?;
+                }
+                Some(LimitTarget::Key(key)) => {
+                    h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key))?;
+                }
+                None => continue,
+            }
+            h.aset(ruby.to_symbol("limit"), value)?;
+            out.push(h)?;
+        }
+        Ok(out)
+    }
+
+    /// `[[[jid, lease_expiry_ms], ...], parked_count]`
+    fn inspect_scope(
+        ruby: &Ruby,
+        rb_self: &Self,
+        tag: RString,
+        sub: RString,
+    ) -> Result<RArray, Error> {
+        let scope = Scope::from_parts(bytes(tag), bytes(sub));
+        let state = without_gvl(|| slots::inspect(&rb_self.pool, &scope))?.map_err(to_ruby)?;
+        let list = ruby.ary_new_capa(state.holders.len());
+        for (jid, expiry) in state.holders {
+            let row = ruby.ary_new_capa(2);
+            row.push(ruby.str_from_slice(&jid))?;
+            row.push(expiry)?;
+            list.push(row)?;
+        }
+        let out = ruby.ary_new_capa(2);
+        out.push(list)?;
+        out.push(state.parked)?;
+        Ok(out)
+    }
+
     fn server(&self) -> String {
         self.pool.server().to_string()
     }
@@ -143,6 +311,17 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
         magnus::function!(RbClient::check_key_format, 1),
     )?;
     class.define_singleton_method("decode_times", magnus::function!(RbClient::decode_times, 1))?;
+    class.define_singleton_method("tenant_scope", magnus::function!(RbClient::tenant_scope, 2))?;
+    class.define_singleton_method("key_scope", magnus::function!(RbClient::key_scope, 1))?;
+    class.define_singleton_method("limit_target", magnus::function!(RbClient::limit_target, 3))?;
+    class.define_method("acquire", magnus::method!(RbClient::acquire, 7))?;
+    class.define_method("release", magnus::method!(RbClient::release, 5))?;
+    class.define_method("renew", magnus::method!(RbClient::renew, 1))?;
+    class.define_method("sweep", magnus::method!(RbClient::sweep, 1))?;
+    class.define_method("set_limit", magnus::method!(RbClient::set_limit, 3))?;
+    class.define_method("get_limit", magnus::method!(RbClient::get_limit, 2))?;
+    class.define_method("list_limits", magnus::method!(RbClient::list_limits, 0))?;
+    class.define_method("inspect_scope", magnus::method!(RbClient::inspect_scope, 2))?;
     class.define_method("key_for", magnus::method!(RbClient::key_for, 3))?;
     class.define_method("route", magnus::method!(RbClient::route, 5))?;
     class.define_method("noop_eval", magnus::method!(RbClient::noop_eval, 1))?;

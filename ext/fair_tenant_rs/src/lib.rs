@@ -1,16 +1,20 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
-//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`keys`],
-//! [`pool`], [`router`], [`error`]. Binding layer, one file per Ruby class:
-//! [`client`] (`Native::Client`), [`rule_set`] (`Native::RuleSet`); shared glue in `helpers`.
+//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`],
+//! [`keys`], [`pool`], [`router`], [`slots`], [`error`]. Binding layer, one file per Ruby class:
+//! `client` (`Native::Client`), `rule_set` (`Native::RuleSet`), `concurrency_rule`
+//! (`Native::Concurrency`); shared glue in `helpers`.
 
+pub mod concurrency;
 pub mod error;
 pub mod keys;
 pub mod pool;
 pub mod router;
 pub mod rules;
+pub mod slots;
 
 mod client;
+mod concurrency_rule;
 mod helpers;
 mod rule_set;
 
@@ -22,6 +26,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     helpers::errors::init(ruby, fair_tenant)?;
     let native = fair_tenant.define_module("Native")?;
     rule_set::init(ruby, native)?;
+    concurrency_rule::init(ruby, native)?;
     client::init(ruby, native)?;
     Ok(())
 }

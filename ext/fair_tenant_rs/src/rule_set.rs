@@ -1,12 +1,10 @@
 //! `Sidekiq::FairTenant::Native::RuleSet`: a validated `fair_tenant_queues` value.
 //! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `rules.rs`.
 
-use magnus::{
-    prelude::*, r_hash::ForEach, value::ReprValue, Error, Float, Integer, RArray, RHash, RModule,
-    RString, Ruby, Symbol, Value,
-};
+use magnus::{prelude::*, value::ReprValue, Error, RArray, RHash, RModule, Ruby, Value};
 
 use crate::helpers::errors::argument_error;
+use crate::helpers::values::read_options;
 use crate::rules::{RawRule, RawValue, RuleSet};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::RuleSet", free_immediately, size)]
@@ -60,26 +58,10 @@ fn read_rule(item: Value) -> Result<RawRule, Error> {
     let Some(hash) = RHash::from_value(item) else {
         return Ok(RawRule::NotAHash(inspect(item)));
     };
-    let mut queue = RawValue::Missing;
-    let mut threshold = RawValue::Missing;
-    let mut per = RawValue::Missing;
-    let mut unknown_keys = Vec::new();
-    hash.foreach(|k: Value, v: Value| {
-        let name = if let Some(sym) = Symbol::from_value(k) {
-            sym.name()?.into_owned()
-        } else if let Some(s) = RString::from_value(k) {
-            s.to_string()?
-        } else {
-            inspect(k)
-        };
-        match name.as_str() {
-            "queue" => queue = read_value(v)?,
-            "threshold" => threshold = read_value(v)?,
-            "per" => per = read_value(v)?,
-            _ => unknown_keys.push(name),
-        }
-        Ok(ForEach::Continue)
-    })?;
+    let (mut values, unknown_keys) = read_options(hash, &["queue", "threshold", "per"])?;
+    let per = values.pop().unwrap_or(RawValue::Missing);
+    let threshold = values.pop().unwrap_or(RawValue::Missing);
+    let queue = values.pop().unwrap_or(RawValue::Missing);
     Ok(RawRule::Hash {
         queue,
         threshold,
@@ -87,35 +69,6 @@ fn read_rule(item: Value) -> Result<RawRule, Error> {
         unknown_keys,
         inspect: inspect(item),
     })
-}
-
-fn read_value(v: Value) -> Result<RawValue, Error> {
-    if v.is_nil() {
-        return Ok(RawValue::Nil);
-    }
-    if let Some(i) = Integer::from_value(v) {
-        return Ok(i
-            .to_i64()
-            .map(RawValue::Int)
-            .unwrap_or_else(|_| RawValue::Other(inspect(v))));
-    }
-    if let Some(f) = Float::from_value(v) {
-        return Ok(RawValue::Float(f.to_f64()));
-    }
-    if let Some(s) = RString::from_value(v) {
-        // SAFETY: the bytes are copied before any other Ruby call.
-        let bytes = unsafe { s.as_slice() };
-        return Ok(RawValue::Str(String::from_utf8_lossy(bytes).into_owned()));
-    }
-    if let Some(sym) = Symbol::from_value(v) {
-        return Ok(RawValue::Str(sym.name()?.into_owned()));
-    }
-    // ActiveSupport::Duration, Rational and friends.
-    if v.respond_to("to_f", false)? && !v.respond_to("to_str", false)? {
-        let f: f64 = v.funcall("to_f", ())?;
-        return Ok(RawValue::Float(f));
-    }
-    Ok(RawValue::Other(inspect(v)))
 }
 
 fn inspect(v: Value) -> String {

@@ -46,8 +46,6 @@ pub struct Rule {
 pub struct RuleSet {
     rules: Vec<Rule>,
     window: f64,
-    /// `threshold, per` pairs as the enqueue script reads them, built once.
-    args: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,7 +67,7 @@ impl fmt::Display for RuleError {
             ),
             None => write!(
                 f,
-                "{}: invalid fair_tenant_queues {}: {}",
+                "{}: invalid {}: {}",
                 self.job_class, self.rule, self.reason
             ),
         }
@@ -89,16 +87,11 @@ impl RuleSet {
         for (i, r) in raw.iter().enumerate() {
             rules.push(parse_rule(job_class, i + 1, r, max_window)?);
         }
-        let args = rules
-            .iter()
-            .flat_map(|r| [r.threshold.to_string(), format_seconds(r.per)])
-            .collect();
         // Entries older than the longest rule's window never decide anything.
         let window = rules.iter().map(|r| r.per).fold(0.0, f64::max);
         Ok(RuleSet {
             rules,
             window: if window > 0.0 { window } else { max_window },
-            args,
         })
     }
 
@@ -107,7 +100,7 @@ impl RuleSet {
         RuleError {
             job_class: job_class.to_string(),
             position: None,
-            rule: inspect.to_string(),
+            rule: format!("fair_tenant_queues {inspect}"),
             reason: "must be an Array of Hashes with queue:, threshold: and optional per:".into(),
         }
     }
@@ -143,11 +136,6 @@ impl RuleSet {
             .map(|r| r.queue.as_str())
     }
 
-    /// Flat `threshold, per` argument list for the enqueue script.
-    pub fn script_args(&self) -> &[String] {
-        &self.args
-    }
-
     /// Which rule fires given the timestamps of the newest entries (newest first),
     /// mirroring the Lua script; used by tests and by stats.
     pub fn decide(&self, newest_first: &[f64], now: f64) -> Option<usize> {
@@ -164,7 +152,7 @@ impl RuleSet {
     }
 }
 
-/// Seconds as the shortest decimal text Redis' Lua `tonumber` reads back exactly.
+/// Seconds as short decimal text, for messages.
 pub fn format_seconds(s: f64) -> String {
     if s.fract() == 0.0 && s.abs() < 1e15 {
         format!("{}", s as i64)
@@ -300,7 +288,6 @@ mod tests {
         let b = RuleSet::parse("Job", &json, 86_400.0).unwrap();
         assert_eq!(a, b);
         assert_eq!(a.rules()[0].per, 3600.0);
-        assert_eq!(a.script_args(), vec!["10", "3600"]);
     }
 
     #[test]

@@ -22,7 +22,9 @@ module Sidekiq
         pool_size: 10,
         connect_timeout: 0.5,
         read_timeout: 0.5,
-        write_timeout: 0.5
+        write_timeout: 0.5,
+        sweep_interval: 5,
+        sweep_batch: 100
       }.freeze
 
       # Settings that the native Redis client is built from.
@@ -78,6 +80,16 @@ module Sidekiq
 
       def write_timeout=(value)
         @write_timeout = positive(:write_timeout, value)
+      end
+
+      # Seconds between two sweeps of expired concurrency leases in each server process.
+      def sweep_interval=(value)
+        @sweep_interval = positive(:sweep_interval, value)
+      end
+
+      # Scopes with parked jobs looked at per sweep (picked at random when there are more).
+      def sweep_batch=(value)
+        @sweep_batch = positive(:sweep_batch, value, integer: true)
       end
 
       # The Redis URL in effect: the configured one, else REDIS_URL, else Sidekiq's, else localhost.

@@ -2,30 +2,31 @@
 
 module Sidekiq
   module FairTenant
-    # Parsed `fair_tenant_queues` rules. A push straight from a class hands over the very Array
-    # object of its sidekiq_options, so the common case is an identity check; JSON re-pushes
-    # (scheduler, retries) are looked up by value. Bounded: cleared past MAX_ENTRIES.
-    class RuleCache
+    # Parsed per-class options (`fair_tenant_queues`, `fair_tenant_concurrency`). A push or
+    # perform straight from a class hands over the very object of its sidekiq_options, so the
+    # common case is an identity check; JSON payloads (re-pushes, fetched jobs) are looked up by
+    # value. Bounded: cleared past MAX_ENTRIES.
+    class OptionCache
       MAX_ENTRIES = 1_000
-      Entry = Struct.new(:raw, :window, :rule_set)
+      Entry = Struct.new(:raw, :context, :parsed)
 
-      def initialize
-        @by_class = {}
-        @by_value = {}
+      # The block parses `(class_name, raw, context)` and raises ArgumentError when invalid.
+      def initialize(&parser)
+        @parser = parser
+        clear
       end
 
-      # Raises ArgumentError naming the class and the rule when `raw` is invalid.
-      def fetch(class_name, raw, window)
+      def fetch(class_name, raw, context = nil)
         entry = @by_class[class_name]
-        return entry.rule_set if entry && entry.raw.equal?(raw) && entry.window == window
+        return entry.parsed if entry && entry.raw.equal?(raw) && entry.context == context
 
-        key = [class_name, raw, window]
-        rule_set = @by_value[key] ||= begin
+        key = [class_name, raw, context]
+        parsed = @by_value[key] ||= begin
           clear if @by_value.size >= MAX_ENTRIES
-          Native::RuleSet.new(class_name, raw, window)
+          @parser.call(class_name, raw, context)
         end
-        @by_class[class_name] = Entry.new(raw, window, rule_set)
-        rule_set
+        @by_class[class_name] = Entry.new(raw, context, parsed)
+        parsed
       end
 
       def clear

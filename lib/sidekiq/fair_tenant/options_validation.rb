@@ -2,12 +2,15 @@
 
 module Sidekiq
   module FairTenant
-    # Validates `fair_tenant_queues` when a class declares it, so a bad rule fails at boot with
-    # an ArgumentError naming the class and the rule, not on some later push.
+    # Validates `fair_tenant_queues` and `fair_tenant_concurrency` when a class declares them, so a
+    # bad value fails at boot with an ArgumentError naming the class and the rule, not on some
+    # later push or perform.
     module OptionsValidation
       def sidekiq_options(opts = {})
-        raw = opts[:fair_tenant_queues] || opts["fair_tenant_queues"]
-        Native::RuleSet.new(name || inspect, raw, FairTenant.config.max_throttling_window) unless raw.nil?
+        rules = opts[:fair_tenant_queues] || opts["fair_tenant_queues"]
+        Native::RuleSet.new(name || inspect, rules, FairTenant.config.max_throttling_window) unless rules.nil?
+        concurrency = opts[:fair_tenant_concurrency] || opts["fair_tenant_concurrency"]
+        Native::Concurrency.new(name || inspect, concurrency) unless concurrency.nil?
         super
       end
 

@@ -1,2 +1,3 @@
 pub mod errors;
 pub mod gvl;
+pub mod values;

@@ -1,0 +1,35 @@
+-- Takes a slot for a job about to run, or parks it, in one atomic step.
+-- KEYS  holders, parked, limits, meta, tags
+-- ARGV  jid, lease (ms), default limit, sub, tag, payload, enqueue score
+-- Returns 0 acquired, 1 already held (handed over, or a re-acquire), 2 parked.
+local holders, parked, limits, meta, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local jid = ARGV[1]
+local now = now_ms()
+local lease_until = now + tonumber(ARGV[2])
+
+if redis.call('ZSCORE', holders, jid) then
+  redis.call('ZADD', holders, lease_until, jid)
+  return 1
+end
+
+local limit = effective_limit(limits, ARGV[4], ARGV[3])
+redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
+local free = limit - redis.call('ZCARD', holders)
+local score = tonumber(ARGV[7])
+if free > 0 then
+  local oldest = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
+  if oldest[1] == nil or score < tonumber(oldest[2]) then
+    redis.call('ZADD', holders, lease_until, jid)
+    return 0
+  end
+end
+
+-- No slot for this job (or older jobs wait for one): park it durably, remember the scope for
+-- the sweep, and hand any free slot to the oldest parked jobs.
+redis.call('ZADD', parked, score, ARGV[6])
+redis.call('HSET', meta, ARGV[4], ARGV[3] .. ' ' .. ARGV[2])
+redis.call('SADD', tags, ARGV[5])
+if free > 0 then
+  hand_over(holders, parked, limit, now, lease_until)
+end
+return 2

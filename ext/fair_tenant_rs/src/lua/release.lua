@@ -1,0 +1,8 @@
+-- Frees a finished job's slot (idempotent) and hands free slots to the oldest parked jobs.
+-- KEYS  holders, parked, limits
+-- ARGV  jid, lease (ms) for handed-over jobs, default limit, sub
+-- Returns the number of jobs handed a slot.
+redis.call('ZREM', KEYS[1], ARGV[1])
+local now = now_ms()
+local limit = effective_limit(KEYS[3], ARGV[4], ARGV[3])
+return hand_over(KEYS[1], KEYS[2], limit, now, now + tonumber(ARGV[2]))

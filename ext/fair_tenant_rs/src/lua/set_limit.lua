@@ -1,0 +1,30 @@
+-- Sets (or, with an empty value, deletes) a runtime limit and applies it at once: free slots go
+-- to parked jobs of every affected scope.
+-- KEYS  limits, meta, limits index
+-- ARGV  field ('*' for the whole tag, else a scope), value or '', base, tag
+-- Returns the number of jobs handed a slot.
+local limits, meta, index = KEYS[1], KEYS[2], KEYS[3]
+local field, value, base = ARGV[1], ARGV[2], ARGV[3]
+local now = now_ms()
+if value == '' then
+  redis.call('HDEL', limits, field)
+else
+  redis.call('HSET', limits, field, value)
+end
+if redis.call('HLEN', limits) == 0 then
+  redis.call('SREM', index, ARGV[4])
+else
+  redis.call('SADD', index, ARGV[4])
+end
+
+local handed = 0
+local entries = redis.call('HGETALL', meta)
+for i = 1, #entries, 2 do
+  local sub = entries[i]
+  if field == '*' or field == sub then
+    local default, lease = string.match(entries[i + 1], '^(%S+) (%S+)$')
+    local limit = effective_limit(limits, sub, default)
+    handed = handed + hand_over(base .. sub .. ':holders', base .. sub .. ':parked', limit, now, now + tonumber(lease))
+  end
+end
+return handed

@@ -1,0 +1,382 @@
+//! Per-tenant concurrency slots: key naming and the calls behind acquire, release, the
+//! heartbeat, the sweep and runtime limits. Every decision is one Lua script, atomic.
+//!
+//! Keys of a scope (tag `t:<tenant>` with sub `q:<queue>`, or tag `k:<custom key>` with sub `k`),
+//! the tag length-prefixed so no tenant or key string can collide with another:
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:holders`  jid -> lease expiry (ms)
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:parked`   payload -> enqueue time (ms)
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:meta`           sub -> "default_limit lease_ms"
+//! - `sidekiq-fair_tenant:limits:<len>:<tag>`               '*' or sub -> runtime limit
+//! - `sidekiq-fair_tenant:slots:tags`, `sidekiq-fair_tenant:limits:index`: tags to sweep / list
+//!
+//! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use crate::error::Result;
+use crate::pool::Pool;
+
+pub const PREFIX: &str = "sidekiq-fair_tenant";
+
+macro_rules! slot_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/slots_common.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+
+static ACQUIRE: LazyLock<Script> = slot_script!("lua/acquire.lua");
+static RELEASE: LazyLock<Script> = slot_script!("lua/release.lua");
+static RENEW: LazyLock<Script> = slot_script!("lua/renew.lua");
+static SWEEP: LazyLock<Script> = slot_script!("lua/sweep.lua");
+static SET_LIMIT: LazyLock<Script> = slot_script!("lua/set_limit.lua");
+
+/// What `acquire` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// A free slot was taken: run the job.
+    Acquired,
+    /// The job already held its slot (handed over while parked, or acquired twice): run it.
+    Held,
+    /// No slot: the job is parked and will be pushed back to its queue when one frees.
+    Parked,
+}
+
+/// The field of a tag's limits hash that applies to all its scopes.
+pub const ALL: &[u8] = b"*";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    tag: Vec<u8>,
+    sub: Vec<u8>,
+}
+
+fn join(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+impl Scope {
+    /// The default scope: a tenant's jobs from one (original) queue.
+    pub fn tenant_queue(tenant: &[u8], queue: &[u8]) -> Scope {
+        Scope {
+            tag: tenant_tag(tenant),
+            sub: join(&[b"q:", queue]),
+        }
+    }
+
+    /// A scope named by the job class's key method (e.g. one customer's webhooks).
+    pub fn custom(key: &[u8]) -> Scope {
+        Scope {
+            tag: key_tag(key),
+            sub: b"k".to_vec(),
+        }
+    }
+
+    /// Rebuilds a scope from the `[tag, sub]` pair handed out to Ruby.
+    pub fn from_parts(tag: Vec<u8>, sub: Vec<u8>) -> Scope {
+        Scope { tag, sub }
+    }
+
+    pub fn tag(&self) -> &[u8] {
+        &self.tag
+    }
+
+    pub fn sub(&self) -> &[u8] {
+        &self.sub
+    }
+
+    pub fn holders(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, b":holders"])
+    }
+
+    pub fn parked(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, b":parked"])
+    }
+}
+
+pub fn tenant_tag(tenant: &[u8]) -> Vec<u8> {
+    join(&[b"t:", tenant])
+}
+
+pub fn key_tag(key: &[u8]) -> Vec<u8> {
+    join(&[b"k:", key])
+}
+
+/// Field of the limits hash for one queue of a tenant.
+pub fn queue_field(queue: &[u8]) -> Vec<u8> {
+    join(&[b"q:", queue])
+}
+
+fn base(tag: &[u8]) -> Vec<u8> {
+    join(&[
+        PREFIX.as_bytes(),
+        b":slots:",
+        tag.len().to_string().as_bytes(),
+        b":",
+        tag,
+        b":",
+    ])
+}
+
+fn meta(tag: &[u8]) -> Vec<u8> {
+    join(&[&base(tag), b"meta"])
+}
+
+pub fn limits_key(tag: &[u8]) -> Vec<u8> {
+    join(&[
+        PREFIX.as_bytes(),
+        b":limits:",
+        tag.len().to_string().as_bytes(),
+        b":",
+        tag,
+    ])
+}
+
+pub fn tags_key() -> String {
+    format!("{PREFIX}:slots:tags")
+}
+
+pub fn limits_index_key() -> String {
+    format!("{PREFIX}:limits:index")
+}
+
+/// Sidekiq stores `enqueued_at` in seconds (float) before 8.0 and in milliseconds since.
+pub fn enqueue_score_ms(enqueued_at: f64) -> f64 {
+    if enqueued_at > 1e11 {
+        enqueued_at
+    } else {
+        enqueued_at * 1000.0
+    }
+}
+
+/// One job asking for a slot.
+pub struct Request<'a> {
+    pub scope: &'a Scope,
+    pub jid: &'a [u8],
+    pub lease_ms: u64,
+    pub default_limit: u64,
+}
+
+pub fn acquire(
+    pool: &Pool,
+    req: &Request<'_>,
+    payload: &[u8],
+    enqueued_at: f64,
+) -> Result<Acquired> {
+    let s = req.scope;
+    let mut inv = ACQUIRE.prepare_invoke();
+    inv.key(s.holders())
+        .key(s.parked())
+        .key(limits_key(&s.tag))
+        .key(meta(&s.tag))
+        .key(tags_key())
+        .arg(req.jid)
+        .arg(req.lease_ms)
+        .arg(req.default_limit)
+        .arg(&s.sub)
+        .arg(&s.tag)
+        .arg(payload)
+        .arg(enqueue_score_ms(enqueued_at));
+    let code: i64 = pool.with(|c| inv.invoke(c))?;
+    Ok(match code {
+        0 => Acquired::Acquired,
+        1 => Acquired::Held,
+        _ => Acquired::Parked,
+    })
+}
+
+/// Frees the job's slot; returns how many parked jobs were handed a slot.
+pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
+    let s = req.scope;
+    let mut inv = RELEASE.prepare_invoke();
+    inv.key(s.holders())
+        .key(s.parked())
+        .key(limits_key(&s.tag))
+        .arg(req.jid)
+        .arg(req.lease_ms)
+        .arg(req.default_limit)
+        .arg(&s.sub);
+    pool.with(|c| inv.invoke(c))
+}
+
+/// Extends the leases of running jobs: `(scope, jid, lease_ms)`. Returns how many were renewed.
+pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
+    if running.is_empty() {
+        return Ok(0);
+    }
+    let mut inv = RENEW.prepare_invoke();
+    for (scope, jid, lease_ms) in running {
+        inv.key(scope.holders()).arg(jid).arg(*lease_ms);
+    }
+    pool.with(|c| inv.invoke(c))
+}
+
+/// Reclaims expired leases and hands freed slots to parked jobs, for every tag with parked
+/// jobs (at most `max_tags` of them per call). Returns how many jobs were handed a slot.
+pub fn sweep(pool: &Pool, max_tags: usize) -> Result<u64> {
+    let tags: Vec<Vec<u8>> = pool.with(|c| {
+        redis::cmd("SRANDMEMBER")
+            .arg(tags_key())
+            .arg(max_tags)
+            .query(c)
+    })?;
+    let mut handed = 0;
+    for tag in tags {
+        let mut inv = SWEEP.prepare_invoke();
+        inv.key(limits_key(&tag))
+            .key(meta(&tag))
+            .key(tags_key())
+            .arg(base(&tag))
+            .arg(&tag);
+        handed += pool.with(|c| inv.invoke::<u64>(c))?;
+    }
+    Ok(handed)
+}
+
+/// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
+/// parked jobs were handed a slot.
+pub fn set_limit(pool: &Pool, tag: &[u8], field: &[u8], value: Option<u64>) -> Result<u64> {
+    let mut inv = SET_LIMIT.prepare_invoke();
+    inv.key(limits_key(tag))
+        .key(meta(tag))
+        .key(limits_index_key())
+        .arg(field)
+        .arg(value.map(|v| v.to_string()).unwrap_or_default())
+        .arg(base(tag))
+        .arg(tag);
+    pool.with(|c| inv.invoke(c))
+}
+
+pub fn get_limit(pool: &Pool, tag: &[u8], field: &[u8]) -> Result<Option<u64>> {
+    pool.with(|c| redis::cmd("HGET").arg(limits_key(tag)).arg(field).query(c))
+}
+
+/// One runtime limit: `(tag, field, limit)`.
+pub type LimitEntry = (Vec<u8>, Vec<u8>, u64);
+
+/// Every runtime limit.
+pub fn list_limits(pool: &Pool) -> Result<Vec<LimitEntry>> {
+    let tags: Vec<Vec<u8>> =
+        pool.with(|c| redis::cmd("SMEMBERS").arg(limits_index_key()).query(c))?;
+    let mut out = Vec::new();
+    for tag in tags {
+        let fields: Vec<(Vec<u8>, u64)> =
+            pool.with(|c| redis::cmd("HGETALL").arg(limits_key(&tag)).query(c))?;
+        out.extend(fields.into_iter().map(|(f, v)| (tag.clone(), f, v)));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// What a limits entry applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitTarget {
+    /// A tenant, on every queue (`None`) or one queue.
+    Tenant(Vec<u8>, Option<Vec<u8>>),
+    /// A custom concurrency key.
+    Key(Vec<u8>),
+}
+
+/// Reads back what `tenant_tag`/`key_tag` and `queue_field` wrote.
+pub fn limit_target(tag: &[u8], field: &[u8]) -> Option<LimitTarget> {
+    let queue = if field == ALL {
+        None
+    } else {
+        Some(field.strip_prefix(b"q:")?.to_vec())
+    };
+    if let Some(tenant) = tag.strip_prefix(b"t:") {
+        Some(LimitTarget::Tenant(tenant.to_vec(), queue))
+    } else {
+        let key = tag.strip_prefix(b"k:")?;
+        queue.is_none().then(|| LimitTarget::Key(key.to_vec()))
+    }
+}
+
+/// A scope's holders (jid, lease expiry ms) and how many jobs it has parked.
+pub struct ScopeState {
+    pub holders: Vec<(Vec<u8>, u64)>,
+    pub parked: u64,
+}
+
+pub fn inspect(pool: &Pool, scope: &Scope) -> Result<ScopeState> {
+    pool.with(|c| {
+        let holders: Vec<(Vec<u8>, u64)> = redis::cmd("ZRANGE")
+            .arg(scope.holders())
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(c)?;
+        let parked: u64 = redis::cmd("ZCARD").arg(scope.parked()).query(c)?;
+        Ok(ScopeState { holders, parked })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_keys_with_length_prefixed_tags() {
+        let s = Scope::tenant_queue(b"acme", b"default");
+        assert_eq!(
+            s.holders(),
+            b"sidekiq-fair_tenant:slots:6:t:acme:q:default:holders".to_vec()
+        );
+        assert_eq!(
+            s.parked(),
+            b"sidekiq-fair_tenant:slots:6:t:acme:q:default:parked".to_vec()
+        );
+        assert_eq!(
+            limits_key(s.tag()),
+            b"sidekiq-fair_tenant:limits:6:t:acme".to_vec()
+        );
+        assert_eq!(
+            meta(s.tag()),
+            b"sidekiq-fair_tenant:slots:6:t:acme:meta".to_vec()
+        );
+    }
+
+    #[test]
+    fn tenants_and_custom_keys_never_share_keys() {
+        let tenant = Scope::tenant_queue(b"x", b"k");
+        let custom = Scope::custom(b"x");
+        assert_ne!(tenant.holders(), custom.holders());
+        assert_ne!(limits_key(tenant.tag()), limits_key(custom.tag()));
+        // A tenant name that looks like another tenant's key suffix stays distinct.
+        let a = Scope::tenant_queue(b"a:q:b", b"c");
+        let b = Scope::tenant_queue(b"a", b"b:q:c");
+        assert_ne!(a.holders(), b.holders());
+    }
+
+    #[test]
+    fn limit_targets_round_trip() {
+        assert_eq!(
+            limit_target(&tenant_tag(b"acme"), ALL),
+            Some(LimitTarget::Tenant(b"acme".to_vec(), None))
+        );
+        assert_eq!(
+            limit_target(&tenant_tag(b"acme"), &queue_field(b"default")),
+            Some(LimitTarget::Tenant(
+                b"acme".to_vec(),
+                Some(b"default".to_vec())
+            ))
+        );
+        assert_eq!(
+            limit_target(&key_tag(b"c-1"), ALL),
+            Some(LimitTarget::Key(b"c-1".to_vec()))
+        );
+        assert_eq!(limit_target(b"junk", ALL), None);
+    }
+
+    #[test]
+    fn normalises_enqueued_at_to_milliseconds() {
+        assert_eq!(enqueue_score_ms(1_700_000_000.5), 1_700_000_000_500.0);
+        assert_eq!(enqueue_score_ms(1_700_000_000_500.0), 1_700_000_000_500.0);
+    }
+}

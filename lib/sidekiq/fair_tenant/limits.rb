@@ -1,0 +1,66 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Runtime concurrency limits stored in Redis, changed without a deploy. A per-queue override
+    # beats a tenant-wide one, which beats the class's `fair_tenant_concurrency` limit. Raising a
+    # limit releases parked jobs at once; 0 halts the scope (its jobs park) until raised.
+    #
+    #   limits = Sidekiq::FairTenant.limits
+    #   limits.set(3, tenant: "acme")                    # every queue of acme
+    #   limits.set(5, tenant: "acme", queue: "default")  # acme's jobs from "default"
+    #   limits.set(2, key: "customer-42")                # a custom concurrency key
+    #   limits.get(tenant: "acme")                       # => 3 (nil when not overridden)
+    #   limits.delete(tenant: "acme")                    # back to the class default
+    #   limits.list                                      # => [{tenant: "acme", queue: nil, limit: 3}, ...]
+    class Limits
+      MAX = 1_000_000
+
+      def initialize(client_source = FairTenant)
+        @client_source = client_source
+      end
+
+      # Returns how many parked jobs were released by the change.
+      def set(limit, tenant: nil, queue: nil, key: nil)
+        tag, field = target(tenant, queue, key)
+        client.set_limit(tag, field, validate(limit))
+      end
+
+      def get(tenant: nil, queue: nil, key: nil)
+        client.get_limit(*target(tenant, queue, key))
+      end
+
+      def delete(tenant: nil, queue: nil, key: nil)
+        tag, field = target(tenant, queue, key)
+        client.set_limit(tag, field, nil)
+      end
+
+      def list
+        client.list_limits
+      end
+
+      private
+
+      def client
+        @client_source.native
+      end
+
+      def target(tenant, queue, key)
+        if JobInfo.blank?(tenant) == JobInfo.blank?(key)
+          raise ArgumentError,
+                "give tenant: (optionally with queue:) or key:, got tenant: #{tenant.inspect}, key: #{key.inspect}"
+        end
+        raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
+
+        Native::Client.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
+      end
+
+      def validate(limit)
+        value = limit.is_a?(String) && limit.match?(/\A\s*\d+\s*\z/) ? limit.to_i : limit
+        return value if value.is_a?(Integer) && value.between?(0, MAX)
+
+        raise ArgumentError, "limit must be an Integer from 0 to #{MAX}, got #{limit.inspect}"
+      end
+    end
+  end
+end

@@ -1,0 +1,91 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Server middleware enforcing `fair_tenant_concurrency`: at most `limit` jobs of a scope (a
+    # tenant's jobs from one original queue, or the class's `key:` method's value) run at once.
+    #
+    #   class WebhookJob
+    #     include Sidekiq::Job
+    #     sidekiq_options fair_tenant_concurrency: { limit: 2, lease: 60, key: :webhook_key }
+    #     def self.webhook_key(customer_id, *) = "customer-#{customer_id}"
+    #   end
+    #
+    # Acquire and release are one script call each. A job that finds no free slot is parked in
+    # Redis in the same atomic step and the middleware returns without running it; a freed slot
+    # is handed to the oldest parked job, which goes back to the front of its queue holding it.
+    # Redis trouble at acquire time runs the job anyway (one warning); release never raises.
+    class ServerMiddleware
+      include ::Sidekiq::ServerMiddleware if defined?(::Sidekiq::ServerMiddleware)
+
+      Slot = Struct.new(:tag, :sub, :jid, :lease_ms, :limit)
+
+      def call(worker, job, _queue, &block)
+        raw = job["fair_tenant_concurrency"]
+        return yield if raw.nil?
+
+        slot = slot_for(worker, job, raw)
+        return yield unless slot
+
+        case acquire(slot, job)
+        when :parked then nil
+        when :failed then yield
+        else run(slot, &block)
+        end
+      end
+
+      private
+
+      def run(slot)
+        Slots.running(slot)
+        yield
+      ensure
+        Slots.finished(slot)
+        release(slot)
+      end
+
+      def slot_for(worker, job, raw)
+        class_name = JobInfo.class_name(worker.class, job)
+        options = FairTenant.concurrency_cache.fetch(class_name, raw)
+        tag, sub = scope(worker, job, options, class_name)
+        tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit)
+      rescue StandardError => e
+        warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
+        nil
+      end
+
+      def scope(worker, job, options, class_name)
+        klass = JobInfo.job_class(worker.class, job)
+        if options.key_method
+          key = klass.public_send(options.key_method, *JobInfo.arguments(klass, job))
+          return Native::Client.key_scope(key.to_s) unless JobInfo.blank?(key)
+        else
+          tenant = JobInfo.tenant(klass, job)
+          queue = job["fair_tenant_rerouted_from"] || job["queue"]
+          return Native::Client.tenant_scope(tenant, queue.to_s) if tenant
+        end
+        warn(:no_scope, class_name) { "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited" }
+      end
+
+      def acquire(slot, job)
+        payload = Sidekiq.dump_json(job)
+        FairTenant.native.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
+                                  job["enqueued_at"].to_f)
+      rescue StandardError => e
+        warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
+        :failed
+      end
+
+      def release(slot)
+        FairTenant.native.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+      rescue StandardError => e
+        warn(:release, e.class) { "#{e.class}: #{e.message}; slot of #{slot.jid} frees when its lease expires" }
+      end
+
+      def warn(kind, subject, &block)
+        FairTenant.warnings.warn([kind, subject], FairTenant.logger, &block)
+        nil
+      end
+    end
+  end
+end

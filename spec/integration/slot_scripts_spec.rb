@@ -1,0 +1,202 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/slots_app"
+
+# The slot scripts and the server middleware driven directly (no server process), so every
+# interleaving is deterministic.
+RSpec.describe "Concurrency slots (scripts and middleware)" do
+  let(:native) { Sidekiq::FairTenant.native }
+  let(:tag) { scope[0] }
+  let(:sub) { scope[1] }
+  let(:scope) { Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default") }
+  let(:middleware) { Sidekiq::FairTenant::ServerMiddleware.new }
+
+  def payload(jid, enqueued_at = Time.now.to_f, tenant: "acme")
+    { "class" => "SlotJob", "queue" => "default", "args" => [tenant, 0, 0], "jid" => jid,
+      "enqueued_at" => enqueued_at, "fair_tenant" => tenant,
+      "fair_tenant_concurrency" => { "limit" => 1, "lease" => 60 } }
+  end
+
+  def acquire(jid, limit: 1, enqueued_at: Time.now.to_f)
+    native.acquire(tag, sub, jid, 60_000, limit, JSON.generate(payload(jid, enqueued_at)), enqueued_at)
+  end
+
+  def holders = native.inspect_scope(tag, sub)[0].map(&:first)
+  def parked = native.inspect_scope(tag, sub)[1]
+
+  it "grants up to the limit, parks the rest and hands freed slots to the oldest parked job" do
+    expect(acquire("a", limit: 2)).to eq(:acquired)
+    expect(acquire("b", limit: 2)).to eq(:acquired)
+    expect(acquire("d", limit: 2, enqueued_at: Time.now.to_f + 1)).to eq(:parked)
+    expect(acquire("c", limit: 2, enqueued_at: Time.now.to_f - 1)).to eq(:parked) # older: first in line
+    expect(parked).to eq(2)
+
+    expect(native.release(tag, sub, "a", 60_000, 2)).to eq(1)
+    expect(holders).to contain_exactly("b", "c")
+    front = JSON.parse(redis.lindex("queue:default", -1))
+    expect(front["jid"]).to eq("c") # pushed to the end Sidekiq pops next
+    expect(redis.sismember("queues", "default")).to be(true)
+  end
+
+  it "lets a handed-over job run without parking again, and a re-acquire is a no-op" do
+    acquire("a")
+    acquire("b")
+    native.release(tag, sub, "a", 60_000, 1)
+    expect(acquire("b")).to eq(:held)
+    expect(acquire("b")).to eq(:held)
+    expect(holders).to eq(["b"])
+  end
+
+  it "releases idempotently: a double release never admits more than the limit" do
+    acquire("a")
+    %w[b c].each { |j| acquire(j) }
+    expect(native.release(tag, sub, "a", 60_000, 1)).to eq(1)
+    expect(native.release(tag, sub, "a", 60_000, 1)).to eq(0)
+    expect(holders).to eq(["b"])
+    expect(parked).to eq(1)
+  end
+
+  it "never over-admits under 25 threads acquiring at once" do
+    results = Array.new(25) { |i| Thread.new { acquire("t#{i}", limit: 3) } }.map(&:value)
+    expect(results.count(:acquired)).to eq(3)
+    expect(results.count(:parked)).to eq(22)
+  end
+
+  it "never over-admits across forked processes" do
+    children = Array.new(4) do |p|
+      reader, writer = IO.pipe
+      pid = fork do
+        reader.close
+        outcomes = Array.new(10) { |i| acquire("p#{p}-#{i}", limit: 3) }
+        writer.write(JSON.generate(outcomes))
+        exit!(0)
+      end
+      writer.close
+      [pid, reader]
+    end
+    outcomes = children.flat_map { |_, r| JSON.parse(r.read) }
+    children.each { |pid, _| Process.wait(pid) }
+    expect(outcomes.count("acquired")).to eq(3)
+    expect(holders.size).to eq(3)
+    expect(parked).to eq(37)
+  end
+
+  it "reclaims expired leases on the next acquire and in the sweep" do
+    native.acquire(tag, sub, "crashed", 50, 1, JSON.generate(payload("crashed")), Time.now.to_f)
+    expect(acquire("waiting")).to eq(:parked)
+    sleep 0.1 # the 50 ms lease of the "crashed" holder runs out; nobody releases it
+    expect(native.sweep(10)).to eq(1)
+    expect(holders).to eq(["waiting"])
+    expect(redis.scard("sidekiq-fair_tenant:slots:tags")).to eq(1)
+
+    native.release(tag, sub, "waiting", 60_000, 1)
+    native.sweep(10)
+    expect(redis.scard("sidekiq-fair_tenant:slots:tags")).to eq(0) # nothing left to watch
+  end
+
+  it "renews leases of running jobs (heartbeat) and never resurrects a reclaimed one" do
+    native.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
+    expect(native.renew([[tag, sub, "long", 60_000], [tag, sub, "gone", 60_000]])).to eq(1)
+    sleep 0.15
+    expect(acquire("next")).to eq(:parked) # "long" still holds: its lease was extended
+    expect(holders).to eq(["long"])
+  end
+
+  describe "middleware" do
+    def perform(job)
+      ran = false
+      middleware.call(SlotJob.new, job, "default") { ran = true }
+      ran
+    end
+
+    it "runs, parks and releases in ensure, also when perform raises" do
+      job = payload("m1")
+      expect { middleware.call(SlotJob.new, job, "default") { raise "boom" } }.to raise_error("boom")
+      expect(holders).to be_empty
+
+      first = payload("m2")
+      second = payload("m3")
+      middleware.call(SlotJob.new, first, "default") do
+        expect(holders).to eq(["m2"])
+        expect(perform(second)).to be(false) # no slot: parked, not run
+        expect(parked).to eq(1)
+      end
+      expect(holders).to eq(["m3"]) # handed over on release
+      expect(perform(JSON.parse(redis.rpop("queue:default")))).to be(true)
+      expect(holders).to be_empty
+    end
+
+    it "scopes by the original queue of a re-routed job" do
+      rerouted = payload("r1").merge("queue" => "throttled", "fair_tenant_rerouted_from" => "default")
+      middleware.call(SlotJob.new, rerouted, "throttled") { expect(holders).to eq(["r1"]) }
+    end
+
+    it "uses the class's key method for custom scopes" do
+      job = { "class" => "WebhookJob", "queue" => "default", "args" => [42, 0, 0], "jid" => "w1",
+              "enqueued_at" => Time.now.to_f, "fair_tenant_concurrency" => { "limit" => 1, "key" => "webhook_key" } }
+      key_tag, key_sub = Sidekiq::FairTenant::Native::Client.key_scope("customer-42")
+      middleware.call(WebhookJob.new, job, "default") do
+        expect(native.inspect_scope(key_tag, key_sub)[0].map(&:first)).to eq(["w1"])
+      end
+    end
+
+    it "runs the job when Redis is unreachable (fail open) and warns once" do
+      Sidekiq::FairTenant.configure { |c| c.redis_url = "redis://127.0.0.1:#{RedisServer.free_port}/0" }
+      log = capture_log { 3.times { |i| expect(perform(payload("x#{i}"))).to be(true) } }
+      expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
+    ensure
+      Sidekiq::FairTenant.configure { |c| c.redis_url = nil }
+    end
+  end
+
+  describe "runtime limits" do
+    let(:limits) { Sidekiq::FairTenant.limits }
+
+    it "sets, gets, lists and deletes per-tenant, per-queue and per-key overrides" do
+      limits.set(3, tenant: "acme")
+      limits.set(5, tenant: "acme", queue: "default")
+      limits.set("2", key: "customer-1")
+      expect(limits.get(tenant: "acme")).to eq(3)
+      expect(limits.get(tenant: "acme", queue: "default")).to eq(5)
+      expect(limits.get(tenant: "other")).to be_nil
+      expect(limits.list).to contain_exactly({ tenant: "acme", queue: nil, limit: 3 },
+                                             { tenant: "acme", queue: "default", limit: 5 },
+                                             { key: "customer-1", limit: 2 })
+      limits.delete(tenant: "acme", queue: "default")
+      limits.delete(key: "customer-1")
+      expect(limits.list).to eq([{ tenant: "acme", queue: nil, limit: 3 }])
+    end
+
+    it "applies a raise at once, releasing parked jobs up to the new limit; 0 halts" do
+      limits.set(0, tenant: "acme")
+      expect(%w[a b c].map { |j| acquire(j) }).to eq(%i[parked parked parked])
+
+      expect(limits.set(2, tenant: "acme")).to eq(2)
+      expect(holders.size).to eq(2)
+      expect(redis.llen("queue:default")).to eq(2)
+      expect(limits.set(5, tenant: "acme", queue: "default")).to eq(1)
+      expect(parked).to eq(0)
+    end
+
+    it "rejects invalid input with ArgumentError" do
+      expect { limits.set(-1, tenant: "acme") }.to raise_error(ArgumentError, /limit must be an Integer/)
+      expect { limits.set(1.5, tenant: "acme") }.to raise_error(ArgumentError)
+      expect { limits.set("lots", tenant: "acme") }.to raise_error(ArgumentError)
+      expect { limits.set(1) }.to raise_error(ArgumentError, /give tenant:/)
+      expect { limits.set(1, tenant: "a", key: "b") }.to raise_error(ArgumentError)
+      expect { limits.set(1, key: "b", queue: "q") }.to raise_error(ArgumentError, /queue: goes with tenant:/)
+    end
+  end
+
+  it "validates fair_tenant_concurrency at sidekiq_options time" do
+    expect do
+      Class.new do
+        include Sidekiq::Worker
+
+        def self.name = "BadSlotsJob"
+        sidekiq_options fair_tenant_concurrency: { limit: -1 }
+      end
+    end.to raise_error(ArgumentError, /BadSlotsJob: invalid fair_tenant_concurrency .*limit must be an Integer/)
+  end
+end

@@ -1,0 +1,123 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/sidekiq_process"
+require_relative "../support/slots_app"
+
+# Real `sidekiq` server processes running SlotJob (limit 2, lease 2 s) from spec/support/slots_app.rb.
+RSpec.describe "Concurrency slots in real Sidekiq processes" do
+  let(:servers) { [] }
+
+  after { servers.each(&:stop) }
+
+  def start_server(concurrency: 10)
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency).start.tap { |s| servers << s }
+  end
+
+  def events = redis.lrange(SlotsApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
+  def finished(tenant = nil) = events.count { |e| e["event"] == "finish" && (tenant.nil? || e["tenant"] == tenant) }
+
+  def wait_for(what, timeout: 60)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    until yield
+      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        logs = servers.map { |s| File.read(s.log).then { |log| log[-2000..] || log } }
+        raise "timed out waiting for #{what}; sidekiq logs: #{logs}"
+      end
+
+      sleep 0.1
+    end
+  end
+
+  # Most jobs of `tenant` running at the same moment, from start/finish events.
+  def max_running(tenant)
+    running = 0
+    events.select { |e| e["tenant"] == tenant && %w[start finish fail].include?(e["event"]) }
+          .sort_by { |e| [e["at"], e["event"] == "start" ? 1 : 0] }
+          .map { |e| running += e["event"] == "start" ? 1 : -1 }.max
+  end
+
+  def scope(tenant) = Sidekiq::FairTenant::Native::Client.tenant_scope(tenant, "default")
+  def parked(tenant) = Sidekiq::FairTenant.native.inspect_scope(*scope(tenant))[1]
+  def holders(tenant) = Sidekiq::FairTenant.native.inspect_scope(*scope(tenant))[0].map(&:first)
+
+  it "runs at most 2 of A's jobs at once, never blocks B, runs all 220 once, A in enqueue order" do
+    200.times { |i| SlotJob.perform_async("A", i, 10) }
+    20.times { |i| SlotJob.perform_async("B", i, 10) }
+    start_server(concurrency: 10)
+    wait_for("220 jobs") { finished == 220 }
+
+    starts = events.select { |e| e["event"] == "start" }
+    expect(starts.size).to eq(220)
+    expect(starts.map { |e| e["jid"] }.uniq.size).to eq(220)
+    expect(max_running("A")).to eq(2)
+    expect(max_running("B")).to be <= 2
+
+    a_starts = starts.select { |e| e["tenant"] == "A" }.sort_by { |e| e["at"] }
+    b_last_finish = events.select { |e| e["tenant"] == "B" && e["event"] == "finish" }.map { |e| e["at"] }.max
+    expect(b_last_finish).to be < a_starts[100]["at"] # B done while A still had half its backlog
+
+    # Enqueue order: only jobs fetched together by the 10 threads can overtake each other.
+    order = a_starts.map { |e| e["index"] }
+    displacement = order.each_with_index.map { |index, position| (index - position).abs }.max
+    expect(displacement).to be < 10
+    expect(parked("A")).to eq(0)
+    expect(holders("A")).to be_empty
+  end
+
+  it "renews the leases of long jobs (heartbeat), so a 3 s job keeps its 2 s lease" do
+    2.times { |i| SlotJob.perform_async("H", i, 3_000) }
+    start_server(concurrency: 5)
+    wait_for("2 long jobs holding slots") { holders("H").size == 2 }
+    SlotJob.perform_async("H", 2, 10) # must wait although the 2 s leases run out meanwhile
+    wait_for("3 jobs of H") { finished("H") == 3 }
+
+    expect(max_running("H")).to eq(2)
+    short = events.find { |e| e["index"] == 2 && e["event"] == "start" }
+    long_finishes = events.select { |e| e["index"] < 2 && e["event"] == "finish" }.map { |e| e["at"] }
+    expect(short["at"]).to be > long_finishes.min
+  end
+
+  it "gives a SIGKILLed process's slots back within the lease, and every parked job runs" do
+    2.times { |i| SlotJob.perform_async("K", i, 60_000) }
+    first = start_server(concurrency: 6)
+    wait_for("2 long jobs holding slots") { holders("K").size == 2 }
+    4.times { |i| SlotJob.perform_async("K", 10 + i, 10) }
+    wait_for("4 parked") { parked("K") == 4 }
+
+    first.kill!
+    start_server(concurrency: 6)
+    wait_for("the 4 parked jobs", timeout: 30) { finished("K") == 4 }
+
+    expect(events.select { |e| e["event"] == "finish" }.map { |e| e["index"] }).to contain_exactly(10, 11, 12, 13)
+    expect(parked("K")).to eq(0)
+  end
+
+  it "parks everything at limit 0 and releases at once when the limit is raised" do
+    Sidekiq::FairTenant.limits.set(0, tenant: "Z")
+    3.times { |i| SlotJob.perform_async("Z", i, 10) }
+    start_server(concurrency: 5)
+    wait_for("3 parked") { parked("Z") == 3 }
+    expect(events).to be_empty
+
+    expect(Sidekiq::FairTenant.limits.set(2, tenant: "Z")).to eq(2)
+    wait_for("3 jobs of Z") { finished("Z") == 3 }
+    expect(max_running("Z")).to be <= 2
+  ensure
+    Sidekiq::FairTenant.limits.delete(tenant: "Z")
+  end
+
+  it "releases the slot when perform raises, and Sidekiq retries the job" do
+    require "sidekiq/api"
+    jid = SlotJob.perform_async("E", 0, 10, true)
+    start_server(concurrency: 5)
+    wait_for("the job in the retry set") { Sidekiq::RetrySet.new.size == 1 }
+    expect(holders("E")).to be_empty
+
+    SlotJob.perform_async("E", 1, 10)
+    Sidekiq::RetrySet.new.each(&:retry)
+    wait_for("both jobs of E") { finished("E") == 2 }
+    expect(events.count { |e| e["jid"] == jid && e["event"] == "start" }).to eq(2)
+    expect(holders("E")).to be_empty
+  end
+end

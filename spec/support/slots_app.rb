@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+# The application real Sidekiq processes load in the slots specs. Jobs record start and finish
+# events in Redis so specs can check concurrency, order and exactly-once execution.
+require "json"
+require "logger"
+require "sidekiq"
+require "sidekiq/fair_tenant"
+
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
+Sidekiq::FairTenant.configure do |config|
+  config.sweep_interval = 0.3
+end
+
+# Exit when the spec process that started us is gone (crashed or killed).
+if (parent = ENV.fetch("FAIR_TENANT_SPEC_PARENT", nil))
+  Thread.new do
+    loop do
+      sleep 1
+      Process.kill(0, Integer(parent))
+    rescue Errno::ESRCH
+      Process.kill("KILL", Process.pid)
+    end
+  end
+end
+
+module SlotsApp
+  EVENTS = "spec:events"
+
+  def self.record(event, jid, args)
+    Sidekiq.redis do |conn|
+      conn.rpush(EVENTS, JSON.generate("event" => event, "jid" => jid, "tenant" => args[0], "index" => args[1],
+                                       "at" => Process.clock_gettime(Process::CLOCK_REALTIME)))
+    end
+  end
+end
+
+# args: tenant, index, sleep_ms, fail_first_time
+class SlotJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: 3, fair_tenant_concurrency: { limit: 2, lease: 2 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  # Sidekiq passes JSON arguments positionally.
+  def perform(tenant, index, sleep_ms, fail_first_time = false) # rubocop:disable Style/OptionalBooleanParameter
+    SlotsApp.record("start", jid, [tenant, index])
+    sleep(sleep_ms / 1000.0)
+    if fail_first_time && Sidekiq.redis { |c| c.incr("spec:failed:#{jid}") } == 1
+      SlotsApp.record("fail", jid, [tenant, index])
+      raise "failing once on purpose"
+    end
+    SlotsApp.record("finish", jid, [tenant, index])
+  end
+end
+
+# One slot per customer, whatever the tenant: the webhook case.
+class WebhookJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: 1, lease: 2, key: :webhook_key }
+
+  def self.webhook_key(customer, *) = "customer-#{customer}"
+
+  def perform(customer, index, sleep_ms)
+    SlotsApp.record("start", jid, [customer, index])
+    sleep(sleep_ms / 1000.0)
+    SlotsApp.record("finish", jid, [customer, index])
+  end
+end
