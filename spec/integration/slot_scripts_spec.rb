@@ -2,6 +2,20 @@
 
 require "spec_helper"
 require_relative "../support/slots_app"
+require "active_job"
+
+ActiveJob::Base.queue_adapter = :sidekiq
+ActiveJob::Base.logger = Logger.new(nil)
+ActiveJob::Base.include(Sidekiq::Worker::Options) unless ActiveJob::Base.respond_to?(:sidekiq_options)
+
+class AjSlotJob < ActiveJob::Base
+  queue_as :default
+  sidekiq_options fair_tenant_concurrency: { limit: 1, lease: 60 }
+
+  def self.fair_tenant(account) = "aj-#{account}"
+
+  def perform(_account); end
+end
 
 # The slot scripts and the server middleware driven directly (no server process), so every
 # interleaving is deterministic.
@@ -127,6 +141,31 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       expect(holders).to be_empty
     end
 
+    it "releases the slot when the thread is interrupted mid-perform (Thread#raise)" do
+      worker = Thread.new do
+        middleware.call(SlotJob.new, payload("tr"), "default") { sleep 30 }
+      rescue RuntimeError
+        :interrupted
+      end
+      sleep 0.01 until holders == ["tr"]
+      worker.raise(RuntimeError, "stop")
+
+      expect(worker.value).to eq(:interrupted)
+      expect(holders).to be_empty
+    end
+
+    it "limits ActiveJob jobs by the tenant from self.fair_tenant(*arguments)" do
+      2.times { AjSlotJob.perform_later(7) }
+      first, second = redis.lrange("queue:default", 0, -1).map { |j| JSON.parse(j) }
+      wrapper = ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper.new
+      aj_tag, aj_sub = Sidekiq::FairTenant::Native::Client.tenant_scope("aj-7", "default")
+      middleware.call(wrapper, first, "default") do
+        expect(native.inspect_scope(aj_tag, aj_sub)[0].size).to eq(1)
+        expect(middleware.call(wrapper, second, "default") { raise "must not run" }).to be_nil
+        expect(native.inspect_scope(aj_tag, aj_sub)[1]).to eq(1)
+      end
+    end
+
     it "scopes by the original queue of a re-routed job" do
       rerouted = payload("r1").merge("queue" => "throttled", "fair_tenant_rerouted_from" => "default")
       middleware.call(SlotJob.new, rerouted, "throttled") { expect(holders).to eq(["r1"]) }
@@ -139,6 +178,17 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       middleware.call(WebhookJob.new, job, "default") do
         expect(native.inspect_scope(key_tag, key_sub)[0].map(&:first)).to eq(["w1"])
       end
+    end
+
+    it "never raises when the release fails; the lease frees the slot later" do
+      log = capture_log do
+        middleware.call(SlotJob.new, payload("rf"), "default") do
+          Sidekiq::FairTenant.configure { |c| c.redis_url = "redis://127.0.0.1:#{RedisServer.free_port}/0" }
+        end
+      end
+      expect(log).to include("slot of rf frees when its lease expires")
+    ensure
+      Sidekiq::FairTenant.configure { |c| c.redis_url = nil }
     end
 
     it "runs the job when Redis is unreachable (fail open) and warns once" do

@@ -10,8 +10,9 @@ RSpec.describe "Concurrency slots in real Sidekiq processes" do
 
   after { servers.each(&:stop) }
 
-  def start_server(concurrency: 10)
-    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency).start.tap { |s| servers << s }
+  def start_server(concurrency: 10, args: [])
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, args: args)
+                  .start.tap { |s| servers << s }
   end
 
   def events = redis.lrange(SlotsApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
@@ -105,6 +106,25 @@ RSpec.describe "Concurrency slots in real Sidekiq processes" do
     expect(max_running("Z")).to be <= 2
   ensure
     Sidekiq::FairTenant.limits.delete(tenant: "Z")
+  end
+
+  it "registers the client middleware in server processes too: jobs pushed by jobs are re-routed" do
+    PushFromServerJob.perform_async("S")
+    start_server(concurrency: 2)
+    wait_for("the pushed job") { redis.llen("queue:elsewhere_slow") == 1 }
+
+    expect(JSON.parse(redis.lindex("queue:elsewhere_slow", 0))).to include("fair_tenant" => "S",
+                                                                           "fair_tenant_rerouted_from" => "elsewhere")
+  end
+
+  it "releases slots on shutdown (Sidekiq::Shutdown in perform) and Sidekiq requeues the jobs" do
+    2.times { |i| SlotJob.perform_async("T", i, 60_000) }
+    server = start_server(concurrency: 4, args: %w[-t 1])
+    wait_for("2 jobs holding slots") { holders("T").size == 2 }
+
+    server.stop
+    expect(holders("T")).to be_empty
+    expect(redis.llen("queue:default")).to eq(2) # requeued by Sidekiq, not lost
   end
 
   it "releases the slot when perform raises, and Sidekiq retries the job" do

@@ -15,18 +15,19 @@ class SidekiqProcess
     @started ||= []
   end
 
-  def initialize(redis_url:, concurrency: 10, queues: %w[default], env: {})
+  def initialize(redis_url:, concurrency: 10, queues: %w[default], app: APP, args: [])
+    @app = app
+    @args = args
     @redis_url = redis_url
     @concurrency = concurrency
     @queues = queues
-    @env = env
     @log = File.join(Dir.mktmpdir("fair-tenant-sidekiq"), "sidekiq.log")
   end
 
   def start
     env = { "REDIS_URL" => @redis_url, "RUBYLIB" => File.join(ROOT, "lib"),
-            "FAIR_TENANT_SPEC_PARENT" => Process.pid.to_s }.merge(@env)
-    args = ["sidekiq", "-r", APP, "-c", @concurrency.to_s, *@queues.flat_map { |q| ["-q", q] }]
+            "FAIR_TENANT_SPEC_PARENT" => Process.pid.to_s }
+    args = ["sidekiq", "-r", @app, "-c", @concurrency.to_s, *@queues.flat_map { |q| ["-q", q] }, *@args]
     @pid = Process.spawn(env, *args, chdir: ROOT, out: @log, err: @log, pgroup: true)
     self.class.started << self
     self

@@ -56,6 +56,26 @@ class SlotJob
   end
 end
 
+# Pushes a re-routable job from inside the server: proves the client middleware is registered in
+# configure_server too. Its queues are not processed by the spec servers.
+class PushFromServerJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false
+
+  def perform(tenant)
+    RoutedElsewhereJob.set(fair_tenant: tenant).perform_async
+  end
+end
+
+class RoutedElsewhereJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "elsewhere", retry: false, fair_tenant_queues: [{ queue: "elsewhere_slow", threshold: 0 }]
+
+  def perform; end
+end
+
 # One slot per customer, whatever the tenant: the webhook case.
 class WebhookJob
   include Sidekiq::Worker
