@@ -14,6 +14,9 @@ Sidekiq.configure_server { |config| config.logger.level = Logger::WARN } # no st
 module Demo
   RECORDS_KEY = "demo:records"
   THROTTLE_THRESHOLD = Integer(ENV.fetch("FAIR_TENANT_DEMO_THRESHOLD", "20"))
+  # Running jobs per tenant (and original queue); bin/demo sets it from --slot-limit (threads - 1).
+  SLOT_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_SLOT_LIMIT", "9"))
+  SLOT_LEASE = 60
 
   # Shared body: sleep, then record.
   module Recording
@@ -41,7 +44,17 @@ module Demo
                     fair_tenant_queues: [{ queue: "throttled", threshold: THROTTLE_THRESHOLD, per: 60 }]
   end
 
-  JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob }.freeze
+  # Re-routing as FairTenantJob, plus at most SLOT_LIMIT running jobs per tenant: a tenant's jobs past
+  # the limit are parked in Redis and handed a slot (back to the front of their queue) when one frees.
+  class FairTenantSlotsJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false,
+                    fair_tenant_queues: [{ queue: "throttled", threshold: THROTTLE_THRESHOLD, per: 60 }],
+                    fair_tenant_concurrency: { limit: SLOT_LIMIT, lease: SLOT_LEASE }
+  end
+
+  JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob }.freeze
 end
 
 # Started by bin/demo: stop when bin/demo is gone, even if it was killed before it could stop us.

@@ -52,6 +52,12 @@ module Demo
       by_tenant.transform_values { |rs| rs.count { |r| r["started_at"].between?(from, to) } / (to - from) }
     end
 
+    # Most intervals [start, finish) open at once; finish before start when equal.
+    def peak_concurrency(intervals)
+      events = intervals.flat_map { |from, to| [[from, 1], [to, -1]] }.sort_by { |at, delta| [at, delta] }
+      events.reduce([0, 0]) { |(now, peak), (_, delta)| [now + delta, [peak, now + delta].max] }.last
+    end
+
     def backlog_window(groups)
       [groups.map { |rs| rs.map { |r| r["enqueued_at"] }.min }.max,
        groups.map { |rs| rs.map { |r| r["started_at"] }.max }.min]

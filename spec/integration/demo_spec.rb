@@ -31,6 +31,12 @@ RSpec.describe "bin/demo" do
       expect(described_class.jain([1, 2, 3])).to be_within(1e-9).of(36.0 / 42)
     end
 
+    it "counts the most intervals open at once" do
+      expect(described_class.peak_concurrency([[0, 2], [1, 3], [2, 4], [2.5, 3]])).to eq(3)
+      expect(described_class.peak_concurrency([[0, 1], [1, 2]])).to eq(1) # one ends as the next starts
+      expect(described_class.peak_concurrency([])).to eq(0)
+    end
+
     it "measures throughputs while every greedy tenant is backlogged" do
       records = [
         { "tenant" => "a", "enqueued_at" => 0.0, "started_at" => 0.5 },
@@ -45,31 +51,41 @@ RSpec.describe "bin/demo" do
     end
   end
 
-  it "runs a small demo end to end and shows fair_tenant shortening small tenants' waits" do
+  it "runs a small demo end to end in all three modes; re-routing shortens small waits, slots cap the greedy" do
     Dir.mktmpdir("fair-tenant-demo") do |out|
       root = File.expand_path("../..", __dir__)
       env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1" }
       cmd = [File.join(root, "bin/demo"), "--jobs", "200", "--small-tenants", "5", "--threads", "5",
-             "--job-ms", "5", "--out", out]
+             "--job-ms", "5", "--slot-limit", "3", "--out", out]
       stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
       expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
 
       expect(stdout).to match(/^ideal small-tenant wait \d+\.\d+s = R /)
-      %w[plain fair_tenant].each do |mode|
+      expect(stdout).to include("slot limit 3 per tenant (lease 60s)")
+      modes = %w[plain fair_tenant fair_tenant+slots]
+      peaks = modes.to_h do |mode|
+        m = Regexp.escape(mode)
         %w[small greedy].each do |klass|
-          expect(stdout).to match(/^#{mode} +#{klass} +wait p50 +\d+\.\d+s +p95 +\d+\.\d+s +max +\d+\.\d+s/)
+          expect(stdout).to match(/^#{m} +#{klass} +wait p50 +\d+\.\d+s +p95 +\d+\.\d+s +max +\d+\.\d+s/)
         end
-        expect(stdout).to match(%r{^#{mode} +makespan \d+\.\d+s +\d+ jobs/s +small p95 / ideal \d+\.\d+x})
+        expect(stdout).to match(%r{^#{m} +makespan \d+\.\d+s +\d+ jobs/s +small p95 / ideal \d+\.\d+x})
+        line = /^#{m} +greedy total \d+\.\d+s \((\d+\.\d+)x plain\), at most (\d+) running at once/
+        expect(stdout).to match(line)
+        [mode, stdout[line, 2].to_i]
       end
-      expect(stdout).to include("re-routing + slots: not available yet")
-      expect(stderr).to match(%r{\] 215/215 jobs})
+      expect(stdout).to match(/^plain +greedy total \d+\.\d+s \(1\.00x plain\)/)
+      expect(peaks["fair_tenant+slots"]).to be_between(1, 3)
+      expect(peaks["plain"]).to be <= 5
+      expect(stdout).not_to include("not available")
+      expect(stderr.scan(%r{\] 215/215 jobs}).size).to eq(3)
       %w[wait.png wait.svg].each do |file|
         expect(stdout).to include("chart: #{File.join(out, file)}")
         expect(File.size(File.join(out, file))).to be_positive
       end
 
-      p95 = %w[plain fair_tenant].to_h { |m| [m, stdout[/^#{m} +small +wait p50 +\S+ +p95 +(\d+\.\d+)s/, 1].to_f] }
+      p95 = modes.to_h { |m| [m, stdout[/^#{Regexp.escape(m)} +small +wait p50 +\S+ +p95 +(\d+\.\d+)s/, 1].to_f] }
       expect(p95["fair_tenant"]).to be < p95["plain"]
+      expect(p95["fair_tenant+slots"]).to be < p95["plain"]
     end
   end
 end
