@@ -90,6 +90,9 @@ RSpec.configure do |config|
   config.example_status_persistence_file_path = "tmp/rspec-status.txt"
 
   config.before do
+    # Middleware specs start the heartbeat/sweep thread in this process; a sweep from it would race
+    # the next example's own assertions.
+    Sidekiq::FairTenant::Slots.stop
     redis.flushdb
     Sidekiq::FairTenant.warnings.reset
   end

@@ -16,6 +16,10 @@ require_relative "fair_tenant/server_middleware"
 require_relative "fair_tenant/slots"
 require_relative "fair_tenant/limits"
 require_relative "fair_tenant/options_validation"
+require_relative "fair_tenant/instrumentation"
+require_relative "fair_tenant/job_classes"
+require_relative "fair_tenant/stats"
+require_relative "fair_tenant/queue_config"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -92,6 +96,11 @@ module Sidekiq
         @limits ||= Limits.new
       end
 
+      # Tenants, counts and concurrency scopes (see Stats).
+      def stats
+        @stats ||= Stats.new
+      end
+
       def register_client_middleware(config)
         config.client_middleware do |chain|
           chain.add ClientMiddleware unless chain.exists?(ClientMiddleware)
@@ -105,7 +114,10 @@ module Sidekiq
         config.server_middleware do |chain|
           chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
         end
-        config.on(:startup) { Slots.start }
+        config.on(:startup) do
+          QueueConfig.warn_at_boot(config)
+          Slots.start
+        end
         config.on(:shutdown) { Slots.stop }
       end
     end

@@ -39,6 +39,16 @@ RSpec.describe "ActiveJob on the Sidekiq adapter" do
     expect(job.dig("args", 0, "queue_name")).to eq("default")
   end
 
+  it "reports the class's tenants through the stats API" do
+    3.times { AjThrottledJob.perform_later(account: 7) }
+
+    row = Sidekiq::FairTenant.stats.tenant(AjThrottledJob, "account-7")
+    expect(row).to include(next_queue: "slow", throttled: true)
+    expect(row[:windows]).to eq([{ queue: "slow", threshold: 2, per: 60.0, count: 3 }])
+    expect(row[:last_rerouted_at]).to be_within(1).of(Time.now)
+    expect(Sidekiq::FairTenant.stats.tenants("AjThrottledJob").total).to eq(1)
+  end
+
   it "leaves jobs sent to an explicit queue alone" do
     4.times { AjThrottledJob.set(queue: :urgent).perform_later(account: 7) }
 

@@ -113,7 +113,8 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
         # threshold 0: one entry decides the rule, so one is all that is kept
         expect(entries(Sidekiq::FairTenant.native.key_for("HostileTenantJob", "default", t))).to eq(1)
       end
-      expect(redis.keys("sidekiq-fair_tenant:*").size).to eq(tenants.size)
+      expect(redis.keys("sidekiq-fair_tenant:enqueued:*").size).to eq(tenants.size)
+      expect(redis.hlen("sidekiq-fair_tenant:tenants:HostileTenantJob")).to eq(tenants.size)
       expect(queue_jobs("slow").map { |j| j["fair_tenant"] }).to include("\uFFFD\uFFFD", "line\nbreak")
     end
   end

@@ -12,6 +12,7 @@ use crate::pool::{Pool, PoolConfig};
 use crate::router::{self, Enqueue};
 use crate::rule_set::RbRuleSet;
 use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
+use crate::stats::{self, Order, Query, TenantRow};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Client", free_immediately, size)]
 pub struct RbClient {
@@ -90,11 +91,16 @@ impl RbClient {
         tenant: RString,
         now: f64,
     ) -> Result<Option<usize>, Error> {
-        let key = self
-            .keys
-            .render(&bytes(queue), &bytes(job_class), &bytes(tenant));
+        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
+        let key = self.keys.render(&queue, &job_class, &tenant);
+        let index = self.keys.index_key(&queue, &job_class);
         let rules = &rules.0;
-        let job = Enqueue { key: &key, now };
+        let job = Enqueue {
+            key: &key,
+            index: &index,
+            tenant: &tenant,
+            now,
+        };
         without_gvl(|| router::route(&self.pool, rules, &job))?.map_err(to_ruby)
     }
 
@@ -214,7 +220,138 @@ impl RbClient {
     }
 
     fn sweep(&self, max_tags: usize) -> Result<u64, Error> {
-        without_gvl(|| slots::sweep(&self.pool, max_tags))?.map_err(to_ruby)
+        Ok(self.sweep_details(max_tags)?.0)
+    }
+
+    /// `[jobs handed a slot, expired leases reclaimed]`
+    fn sweep_details(&self, max_tags: usize) -> Result<(u64, u64), Error> {
+        let swept = without_gvl(|| slots::sweep(&self.pool, max_tags))?.map_err(to_ruby)?;
+        Ok((swept.handed, swept.reclaimed))
+    }
+
+    /// `[total, [row, ...]]` for a class's active tenants; `order` is `:recent` or `:greedy`.
+    #[allow(clippy::too_many_arguments)]
+    fn tenant_stats(
+        ruby: &Ruby,
+        rb_self: &Self,
+        rules: &RbRuleSet,
+        job_class: RString,
+        queue: RString,
+        now: f64,
+        order: Symbol,
+        offset: usize,
+        limit: usize,
+    ) -> Result<RArray, Error> {
+        let order = match order.name()?.as_ref() {
+            "recent" => Order::Recent,
+            "greedy" => Order::Greedy,
+            other => {
+                return Err(argument_error(
+                    ruby,
+                    format!("order must be :recent or :greedy, got :{other}"),
+                ))
+            }
+        };
+        let (job_class, queue) = (bytes(job_class), bytes(queue));
+        let q = Query {
+            keys: &rb_self.keys,
+            rules: &rules.0,
+            job_class: &job_class,
+            queue: &queue,
+            now,
+        };
+        let page = without_gvl(|| stats::tenants(&rb_self.pool, &q, order, offset, limit))?
+            .map_err(to_ruby)?;
+        let rows = ruby.ary_new_capa(page.rows.len());
+        for r in &page.rows {
+            rows.push(tenant_row(ruby, r)?)?;
+        }
+        let out = ruby.ary_new_capa(2);
+        out.push(page.total)?;
+        out.push(rows)?;
+        Ok(out)
+    }
+
+    /// One tenant's row, whether or not it is in the index.
+    fn tenant_stat(
+        ruby: &Ruby,
+        rb_self: &Self,
+        rules: &RbRuleSet,
+        job_class: RString,
+        queue: RString,
+        tenant: RString,
+        now: f64,
+    ) -> Result<RHash, Error> {
+        let (job_class, queue, tenant) = (bytes(job_class), bytes(queue), bytes(tenant));
+        let q = Query {
+            keys: &rb_self.keys,
+            rules: &rules.0,
+            job_class: &job_class,
+            queue: &queue,
+            now,
+        };
+        let row = without_gvl(|| stats::tenant(&rb_self.pool, &q, &tenant))?.map_err(to_ruby)?;
+        tenant_row(ruby, &row)
+    }
+
+    /// `[[tag, sub], ...]`: scopes with parked or running jobs, at most `max`.
+    fn scopes(ruby: &Ruby, rb_self: &Self, max: usize) -> Result<RArray, Error> {
+        let scopes = without_gvl(|| slots::scopes(&rb_self.pool, max))?.map_err(to_ruby)?;
+        let out = ruby.ary_new_capa(scopes.len());
+        for s in scopes {
+            out.push(pair(ruby, s.tag(), s.sub())?)?;
+        }
+        Ok(out)
+    }
+
+    /// `{tenant:, queue:} | {key:}` plus holders, parked, oldest_parked_ms, limit_override,
+    /// default_limit, limit.
+    fn scope_details(
+        ruby: &Ruby,
+        rb_self: &Self,
+        tag: RString,
+        sub: RString,
+    ) -> Result<RHash, Error> {
+        let scope = Scope::from_parts(bytes(tag), bytes(sub));
+        let d = without_gvl(|| slots::details(&rb_self.pool, &scope))?.map_err(to_ruby)?;
+        let h = ruby.hash_new();
+        match slots::limit_target(scope.tag(), scope.sub()) {
+            Some(LimitTarget::Tenant(tenant, queue)) => {
+                h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
+                h.aset(
+                    ruby.to_symbol("queue"),
+                    queue.map(|q| ruby.str_from_slice(&q)),
+                )?;
+            }
+            Some(LimitTarget::Key(key)) => {
+                h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key))?;
+            }
+            None => {}
+        }
+        let holders = ruby.ary_new_capa(d.holders.len());
+        for (jid, expiry) in &d.holders {
+            let row = ruby.ary_new_capa(2);
+            row.push(ruby.str_from_slice(jid))?;
+            row.push(*expiry)?;
+            holders.push(row)?;
+        }
+        h.aset(ruby.to_symbol("holders"), holders)?;
+        h.aset(ruby.to_symbol("parked"), d.parked)?;
+        h.aset(ruby.to_symbol("oldest_parked_ms"), d.oldest_parked_ms)?;
+        h.aset(ruby.to_symbol("limit_override"), d.limit_override)?;
+        h.aset(ruby.to_symbol("default_limit"), d.default_limit)?;
+        h.aset(ruby.to_symbol("limit"), d.effective_limit())?;
+        Ok(h)
+    }
+
+    /// The class's tenant index key.
+    fn index_key(ruby: &Ruby, rb_self: &Self, job_class: RString, queue: RString) -> RString {
+        ruby.str_from_slice(&rb_self.keys.index_key(&bytes(queue), &bytes(job_class)))
+    }
+
+    /// Whether the enqueue script's keys share a Redis Cluster slot with this `enqueues_key`.
+    fn cluster_safe(&self) -> bool {
+        self.keys.cluster_safe()
     }
 
     fn set_limit(&self, tag: RString, field: RString, value: Option<u64>) -> Result<u64, Error> {
@@ -299,6 +436,16 @@ impl RbClient {
     }
 }
 
+fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
+    let h = ruby.hash_new();
+    h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&r.tenant))?;
+    h.aset(ruby.to_symbol("last_enqueued_at"), r.last_enqueue)?;
+    h.aset(ruby.to_symbol("counts"), r.eval.counts.clone())?;
+    h.aset(ruby.to_symbol("next_rule"), r.eval.next_rule)?;
+    h.aset(ruby.to_symbol("last_rerouted_at"), r.eval.last_reroute)?;
+    Ok(h)
+}
+
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Client", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbClient::new, 6))?;
@@ -318,6 +465,13 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_method("release", magnus::method!(RbClient::release, 5))?;
     class.define_method("renew", magnus::method!(RbClient::renew, 1))?;
     class.define_method("sweep", magnus::method!(RbClient::sweep, 1))?;
+    class.define_method("sweep_details", magnus::method!(RbClient::sweep_details, 1))?;
+    class.define_method("tenant_stats", magnus::method!(RbClient::tenant_stats, 7))?;
+    class.define_method("tenant_stat", magnus::method!(RbClient::tenant_stat, 5))?;
+    class.define_method("scopes", magnus::method!(RbClient::scopes, 1))?;
+    class.define_method("scope_details", magnus::method!(RbClient::scope_details, 2))?;
+    class.define_method("index_key", magnus::method!(RbClient::index_key, 2))?;
+    class.define_method("cluster_safe?", magnus::method!(RbClient::cluster_safe, 0))?;
     class.define_method("set_limit", magnus::method!(RbClient::set_limit, 3))?;
     class.define_method("get_limit", magnus::method!(RbClient::get_limit, 2))?;
     class.define_method("list_limits", magnus::method!(RbClient::list_limits, 0))?;

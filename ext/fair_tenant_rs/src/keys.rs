@@ -24,7 +24,13 @@ enum Part {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyFormat {
     parts: Vec<Part>,
+    /// The format's Redis Cluster hash tag (`{...}`), when it does not depend on the tenant:
+    /// the per-class tenant index reuses it so the enqueue script's two keys share a slot.
+    tag: Option<Vec<Part>>,
 }
+
+/// Prefix of the per-class tenant index (a hash: tenant -> newest enqueue time, packed).
+pub const INDEX_PREFIX: &str = "sidekiq-fair_tenant:tenants:";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyFormatError(pub String);
@@ -97,7 +103,31 @@ impl KeyFormat {
                 "enqueues_key {format:?} must contain %<fair_tenant>s: otherwise every tenant shares one counter"
             )));
         }
-        Ok(KeyFormat { parts })
+        let tag = hash_tag(&parts);
+        Ok(KeyFormat { parts, tag })
+    }
+
+    /// The per-class tenant index written by the enqueue script next to the tenant's key:
+    /// `sidekiq-fair_tenant:tenants:[{tag}:]<job_class>[:<queue>]` (the queue only when the
+    /// format uses it, the tag only when the format has one that does not contain the tenant).
+    pub fn index_key(&self, queue: &[u8], job_class: &[u8]) -> Vec<u8> {
+        let mut out = INDEX_PREFIX.as_bytes().to_vec();
+        if let Some(tag) = &self.tag {
+            out.push(b'{');
+            render_parts(&mut out, tag, queue, job_class, b"");
+            out.extend_from_slice(b"}:");
+        }
+        out.extend_from_slice(job_class);
+        if self.uses(Field::Queue) {
+            out.push(b':');
+            out.extend_from_slice(queue);
+        }
+        out
+    }
+
+    /// Whether the enqueue script's two keys share a Redis Cluster slot.
+    pub fn cluster_safe(&self) -> bool {
+        self.tag.is_some()
     }
 
     pub fn uses(&self, field: Field) -> bool {
@@ -106,16 +136,74 @@ impl KeyFormat {
 
     pub fn render(&self, queue: &[u8], job_class: &[u8], tenant: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + tenant.len());
-        for p in &self.parts {
-            match p {
-                Part::Lit(b) => out.extend_from_slice(b),
-                Part::Field(Field::Queue) => out.extend_from_slice(queue),
-                Part::Field(Field::JobClass) => out.extend_from_slice(job_class),
-                Part::Field(Field::FairTenant) => out.extend_from_slice(tenant),
-            }
-        }
+        render_parts(&mut out, &self.parts, queue, job_class, tenant);
         out
     }
+}
+
+fn render_parts(out: &mut Vec<u8>, parts: &[Part], queue: &[u8], job_class: &[u8], tenant: &[u8]) {
+    for p in parts {
+        match p {
+            Part::Lit(b) => out.extend_from_slice(b),
+            Part::Field(Field::Queue) => out.extend_from_slice(queue),
+            Part::Field(Field::JobClass) => out.extend_from_slice(job_class),
+            Part::Field(Field::FairTenant) => out.extend_from_slice(tenant),
+        }
+    }
+}
+
+/// The parts between the format's first literal `{` and the next literal `}` (Redis's hash tag
+/// rule, assuming class names and queues hold no braces); `None` without a non-empty tag or when
+/// the tag contains the tenant.
+fn hash_tag(parts: &[Part]) -> Option<Vec<Part>> {
+    let mut tag: Option<Vec<Part>> = None;
+    for p in parts {
+        match (p, tag.as_mut()) {
+            (Part::Lit(b), None) => {
+                if let Some(open) = b.iter().position(|&c| c == b'{') {
+                    let rest = &b[open + 1..];
+                    if let Some(close) = rest.iter().position(|&c| c == b'}') {
+                        return (close > 0).then(|| vec![Part::Lit(rest[..close].to_vec())]);
+                    }
+                    tag = Some(if rest.is_empty() {
+                        vec![]
+                    } else {
+                        vec![Part::Lit(rest.to_vec())]
+                    });
+                }
+            }
+            (Part::Field(_), None) => {}
+            (Part::Lit(b), Some(t)) => {
+                if let Some(close) = b.iter().position(|&c| c == b'}') {
+                    if close > 0 {
+                        t.push(Part::Lit(b[..close].to_vec()));
+                    }
+                    break;
+                }
+                t.push(Part::Lit(b.clone()));
+            }
+            (Part::Field(Field::FairTenant), Some(_)) => return None,
+            (Part::Field(f), Some(t)) => t.push(Part::Field(*f)),
+        }
+    }
+    tag.filter(|t| !t.is_empty() && parts_closed(parts))
+}
+
+/// Whether some literal after the first `{` closes it.
+fn parts_closed(parts: &[Part]) -> bool {
+    let mut open = false;
+    for p in parts {
+        if let Part::Lit(b) = p {
+            for &c in b {
+                if !open && c == b'{' {
+                    open = true;
+                } else if open && c == b'}' {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 fn unterminated(format: &str) -> KeyFormatError {
@@ -162,6 +250,44 @@ mod tests {
         dedup.sort();
         dedup.dedup();
         assert_eq!(dedup.len(), keys.len());
+    }
+
+    #[test]
+    fn index_key_is_per_class_and_shares_a_tenant_independent_hash_tag() {
+        let default = KeyFormat::parse(DEFAULT_ENQUEUES_KEY).unwrap();
+        assert_eq!(
+            default.index_key(b"default", b"BillingJob"),
+            b"sidekiq-fair_tenant:tenants:BillingJob".to_vec()
+        );
+        assert!(!default.cluster_safe());
+
+        let cluster = KeyFormat::parse("ft:{%<job_class>s}:%<fair_tenant>s").unwrap();
+        assert!(cluster.cluster_safe());
+        assert_eq!(
+            cluster.index_key(b"q", b"BillingJob"),
+            b"sidekiq-fair_tenant:tenants:{BillingJob}:BillingJob".to_vec()
+        );
+        let literal = KeyFormat::parse("{ft}:%<queue>s:%<job_class>s:%<fair_tenant>s").unwrap();
+        assert_eq!(
+            literal.index_key(b"q", b"J"),
+            b"sidekiq-fair_tenant:tenants:{ft}:J:q".to_vec()
+        );
+        let mixed = KeyFormat::parse("ft:{x-%<job_class>s-y}:%<fair_tenant>s").unwrap();
+        assert_eq!(
+            mixed.index_key(b"q", b"J"),
+            b"sidekiq-fair_tenant:tenants:{x-J-y}:J".to_vec()
+        );
+
+        for per_tenant in [
+            "ft:{%<fair_tenant>s}:%<job_class>s",
+            "ft:{}:%<fair_tenant>s",
+            "ft:{%<job_class>s:%<fair_tenant>s",
+        ] {
+            assert!(
+                !KeyFormat::parse(per_tenant).unwrap().cluster_safe(),
+                "{per_tenant}"
+            );
+        }
     }
 
     #[test]

@@ -1,21 +1,24 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`],
-//! [`keys`], [`pool`], [`router`], [`slots`], [`error`]. Binding layer, one file per Ruby class:
+//! [`keys`], [`pool`], [`queues`], [`router`], [`slots`], [`stats`], [`error`]. Binding layer, one file per Ruby class:
 //! `client` (`Native::Client`), `rule_set` (`Native::RuleSet`), `concurrency_rule`
-//! (`Native::Concurrency`); shared glue in `helpers`.
+//! (`Native::Concurrency`), `queue_plan` (`Native::QueuePlan`); shared glue in `helpers`.
 
 pub mod concurrency;
 pub mod error;
 pub mod keys;
 pub mod pool;
+pub mod queues;
 pub mod router;
 pub mod rules;
 pub mod slots;
+pub mod stats;
 
 mod client;
 mod concurrency_rule;
 mod helpers;
+mod queue_plan;
 mod rule_set;
 
 use magnus::{prelude::*, Error, Ruby};
@@ -28,5 +31,6 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     rule_set::init(ruby, native)?;
     concurrency_rule::init(ruby, native)?;
     client::init(ruby, native)?;
+    queue_plan::init(ruby, native)?;
     Ok(())
 }

@@ -11,9 +11,15 @@ use crate::rules::RuleSet;
 static ROUTE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/route.lua")));
 static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
 
+/// Tenants kept in a class's index; mirrored in `lua/route.lua`.
+pub const INDEX_CAP: usize = 10_000;
+
 /// One push to decide.
 pub struct Enqueue<'a> {
     pub key: &'a [u8],
+    /// The class's tenant index.
+    pub index: &'a [u8],
+    pub tenant: &'a [u8],
     /// Seconds since the epoch, from the caller's clock.
     pub now: f64,
 }
@@ -22,9 +28,11 @@ pub struct Enqueue<'a> {
 pub fn route(pool: &Pool, rules: &RuleSet, job: &Enqueue<'_>) -> Result<Option<usize>> {
     let mut inv = ROUTE.prepare_invoke();
     inv.key(job.key)
+        .key(job.index)
         .arg(&job.now.to_be_bytes()[..])
         .arg(ttl_ms(rules.window()))
-        .arg(script_spec(rules, job.now));
+        .arg(script_spec(rules, job.now))
+        .arg(job.tenant);
     let chosen: i64 = pool.with(|c| inv.invoke(c))?;
     Ok(usize::try_from(chosen).ok())
 }
@@ -43,7 +51,7 @@ fn script_spec(rules: &RuleSet, now: f64) -> Vec<u8> {
 }
 
 /// The key lives as long as the longest window: older times never decide anything.
-fn ttl_ms(window: f64) -> u64 {
+pub fn ttl_ms(window: f64) -> u64 {
     (window * 1000.0).ceil().max(1.0) as u64
 }
 

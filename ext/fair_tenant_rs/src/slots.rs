@@ -217,16 +217,25 @@ pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
     pool.with(|c| inv.invoke(c))
 }
 
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Parked jobs handed a slot.
+    pub handed: u64,
+    /// Expired leases (of killed workers) reclaimed.
+    pub reclaimed: u64,
+}
+
 /// Reclaims expired leases and hands freed slots to parked jobs, for every tag with parked
-/// jobs (at most `max_tags` of them per call). Returns how many jobs were handed a slot.
-pub fn sweep(pool: &Pool, max_tags: usize) -> Result<u64> {
+/// jobs (at most `max_tags` of them per call).
+pub fn sweep(pool: &Pool, max_tags: usize) -> Result<Swept> {
     let tags: Vec<Vec<u8>> = pool.with(|c| {
         redis::cmd("SRANDMEMBER")
             .arg(tags_key())
             .arg(max_tags)
             .query(c)
     })?;
-    let mut handed = 0;
+    let mut swept = Swept::default();
     for tag in tags {
         let mut inv = SWEEP.prepare_invoke();
         inv.key(limits_key(&tag))
@@ -234,9 +243,11 @@ pub fn sweep(pool: &Pool, max_tags: usize) -> Result<u64> {
             .key(tags_key())
             .arg(base(&tag))
             .arg(&tag);
-        handed += pool.with(|c| inv.invoke::<u64>(c))?;
+        let (handed, reclaimed): (u64, u64) = pool.with(|c| inv.invoke(c))?;
+        swept.handed += handed;
+        swept.reclaimed += reclaimed;
     }
-    Ok(handed)
+    Ok(swept)
 }
 
 /// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
@@ -317,6 +328,122 @@ pub fn inspect(pool: &Pool, scope: &Scope) -> Result<ScopeState> {
     })
 }
 
+/// Everything the Web tab shows about one scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeDetails {
+    pub holders: Vec<(Vec<u8>, u64)>,
+    pub parked: u64,
+    /// Enqueue time (ms) of the oldest parked job.
+    pub oldest_parked_ms: Option<f64>,
+    /// The runtime override in force (the scope's own, else the tag-wide one).
+    pub limit_override: Option<u64>,
+    /// The class's limit, as recorded when a job of the scope last parked.
+    pub default_limit: Option<u64>,
+}
+
+impl ScopeDetails {
+    /// Override, else the recorded default; `None` when neither is known.
+    pub fn effective_limit(&self) -> Option<u64> {
+        self.limit_override.or(self.default_limit)
+    }
+}
+
+pub fn details(pool: &Pool, scope: &Scope) -> Result<ScopeDetails> {
+    let (holders, parked, oldest, limits, meta_value): ScopeReply = pool.with(|c| {
+        redis::pipe()
+            .cmd("ZRANGE")
+            .arg(scope.holders())
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("ZCARD")
+            .arg(scope.parked())
+            .cmd("ZRANGE")
+            .arg(scope.parked())
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .cmd("HMGET")
+            .arg(limits_key(&scope.tag))
+            .arg(&scope.sub)
+            .arg(ALL)
+            .cmd("HGET")
+            .arg(meta(&scope.tag))
+            .arg(&scope.sub)
+            .query(c)
+    })?;
+    Ok(ScopeDetails {
+        holders,
+        parked,
+        oldest_parked_ms: oldest.first().map(|(_, s)| *s),
+        limit_override: limits.into_iter().flatten().next(),
+        default_limit: meta_value.as_deref().and_then(meta_default),
+    })
+}
+
+type ScopeReply = (
+    Vec<(Vec<u8>, u64)>,
+    u64,
+    Vec<(Vec<u8>, f64)>,
+    Vec<Option<u64>>,
+    Option<String>,
+);
+
+/// The default limit of a meta entry ("default_limit lease_ms").
+fn meta_default(value: &str) -> Option<u64> {
+    value.split(' ').next()?.parse().ok()
+}
+
+/// Scopes worth showing: every scope with parked jobs, then scopes with running jobs found by
+/// a bounded SCAN, at most `max` in all.
+pub fn scopes(pool: &Pool, max: usize) -> Result<Vec<Scope>> {
+    let mut out: Vec<Scope> = Vec::new();
+    let tags: Vec<Vec<u8>> = pool.with(|c| redis::cmd("SMEMBERS").arg(tags_key()).query(c))?;
+    for tag in tags {
+        let subs: Vec<Vec<u8>> = pool.with(|c| redis::cmd("HKEYS").arg(meta(&tag)).query(c))?;
+        out.extend(
+            subs.into_iter()
+                .map(|sub| Scope::from_parts(tag.clone(), sub)),
+        );
+    }
+    let pattern = format!("{PREFIX}:slots:*:holders");
+    let mut cursor: u64 = 0;
+    for _ in 0..100 {
+        let (next, keys): (u64, Vec<Vec<u8>>) = pool.with(|c| {
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(c)
+        })?;
+        out.extend(keys.iter().filter_map(|k| scope_of_holders_key(k)));
+        cursor = next;
+        if cursor == 0 || out.len() >= max {
+            break;
+        }
+    }
+    out.sort_by(|a, b| (&a.tag, &a.sub).cmp(&(&b.tag, &b.sub)));
+    out.dedup();
+    out.truncate(max);
+    Ok(out)
+}
+
+/// Reads the scope back out of a holders key (the tag is length-prefixed).
+pub fn scope_of_holders_key(key: &[u8]) -> Option<Scope> {
+    let rest = key.strip_prefix(format!("{PREFIX}:slots:").as_bytes())?;
+    let colon = rest.iter().position(|&c| c == b':')?;
+    let len: usize = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+    let rest = &rest[colon + 1..];
+    let tag = rest.get(..len)?;
+    let sub = rest
+        .get(len..)?
+        .strip_prefix(b":")?
+        .strip_suffix(b":holders")?;
+    Some(Scope::from_parts(tag.to_vec(), sub.to_vec()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -372,6 +499,27 @@ mod tests {
             Some(LimitTarget::Key(b"c-1".to_vec()))
         );
         assert_eq!(limit_target(b"junk", ALL), None);
+    }
+
+    #[test]
+    fn holders_keys_parse_back_into_their_scope() {
+        for scope in [
+            Scope::tenant_queue(b"acme", b"default"),
+            Scope::tenant_queue(b"a:q:b", b"c:holders"),
+            Scope::custom(b"customer-42"),
+        ] {
+            assert_eq!(scope_of_holders_key(&scope.holders()), Some(scope.clone()));
+        }
+        assert_eq!(
+            scope_of_holders_key(b"sidekiq-fair_tenant:slots:tags"),
+            None
+        );
+        assert_eq!(
+            scope_of_holders_key(b"sidekiq-fair_tenant:slots:99:t:x:holders"),
+            None
+        );
+        assert_eq!(meta_default("5 60000"), Some(5));
+        assert_eq!(meta_default("junk"), None);
     }
 
     #[test]

@@ -41,7 +41,7 @@ module Sidekiq
         job["fair_tenant"] = json_safe(tenant)
         index = FairTenant.native.route(rules, class_name, queue, tenant, Time.now.to_f)
         job[COUNTED] = true
-        reroute(job, rules, index, queue) if index
+        reroute(class_name, job, rules, index, queue) if index
       rescue StandardError => e
         warn(:failure, e.class) { "#{e.class}: #{e.message}; job #{job["jid"]} stays on #{job["queue"].inspect}" }
       end
@@ -57,13 +57,15 @@ module Sidekiq
         nil
       end
 
-      def reroute(job, rules, index, queue)
+      def reroute(class_name, job, rules, index, queue)
         target = rules.queue(index)
         return if target == queue
 
         job["queue"] = target
         job["fair_tenant_rule"] = index
         job["fair_tenant_rerouted_from"] = queue
+        Instrumentation.instrument(:reroute, job_class: class_name, tenant: job["fair_tenant"], jid: job["jid"],
+                                             from: queue, to: target, rule: index)
       end
 
       # The payload is JSON: a tenant that is not valid UTF-8 is recorded scrubbed (the Redis key

@@ -23,7 +23,7 @@ module Sidekiq
       # Returns how many parked jobs were released by the change.
       def set(limit, tenant: nil, queue: nil, key: nil)
         tag, field = target(tenant, queue, key)
-        client.set_limit(tag, field, validate(limit))
+        handed(tag, field, client.set_limit(tag, field, validate(limit)))
       end
 
       def get(tenant: nil, queue: nil, key: nil)
@@ -32,7 +32,7 @@ module Sidekiq
 
       def delete(tenant: nil, queue: nil, key: nil)
         tag, field = target(tenant, queue, key)
-        client.set_limit(tag, field, nil)
+        handed(tag, field, client.set_limit(tag, field, nil))
       end
 
       def list
@@ -53,6 +53,11 @@ module Sidekiq
         raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
 
         Native::Client.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
+      end
+
+      def handed(tag, field, count)
+        Instrumentation.instrument(:hand_over, scope: [tag, field], count: count) if count.positive?
+        count
       end
 
       def validate(limit)

@@ -28,7 +28,7 @@ module Sidekiq
         return yield unless slot
 
         case acquire(slot, job)
-        when :parked then nil
+        when :parked then parked(slot, job)
         when :failed then yield
         else run(slot, &block)
         end
@@ -76,8 +76,15 @@ module Sidekiq
         :failed
       end
 
+      def parked(slot, job)
+        Instrumentation.instrument(:park, job_class: job["wrapped"] || job["class"], tenant: job["fair_tenant"],
+                                          jid: slot.jid, queue: job["queue"], scope: [slot.tag, slot.sub])
+        nil
+      end
+
       def release(slot)
-        FairTenant.native.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+        handed = FairTenant.native.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+        Instrumentation.instrument(:hand_over, scope: [slot.tag, slot.sub], count: handed) if handed.positive?
       rescue StandardError => e
         warn(:release, e.class) { "#{e.class}: #{e.message}; slot of #{slot.jid} frees when its lease expires" }
       end

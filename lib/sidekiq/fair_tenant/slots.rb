@@ -83,7 +83,8 @@ module Sidekiq
 
         def sweep
           @next_sweep = monotonic + FairTenant.config.sweep_interval
-          FairTenant.native.sweep(FairTenant.config.sweep_batch)
+          handed, reclaimed = FairTenant.native.sweep_details(FairTenant.config.sweep_batch)
+          Instrumentation.instrument(:lease_reclaimed, count: reclaimed, handed: handed) if reclaimed.positive?
         end
 
         def monotonic

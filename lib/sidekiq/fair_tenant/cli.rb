@@ -1,0 +1,130 @@
+# frozen_string_literal: true
+
+require "json"
+require "optparse"
+require "sidekiq/fair_tenant"
+require "sidekiq/fair_tenant/cli_format"
+
+module Sidekiq
+  module FairTenant
+    # The `sidekiq-fair_tenant` command. Exit status: 0 done, 1 Redis trouble, 2 bad usage.
+    class CLI
+      UsageError = Class.new(StandardError)
+
+      def self.start(argv, out: $stdout, err: $stderr)
+        new(out, err).run(argv.dup)
+      end
+
+      def initialize(out, err)
+        @out = out
+        @err = err
+        @options = { limit: 50, offset: 0 }
+      end
+
+      def run(argv)
+        parse(argv)
+        command = argv.shift or raise UsageError, "no command given"
+        dispatch(command, argv)
+        0
+      rescue UsageError, OptionParser::ParseError, ArgumentError => e
+        @err.puts("sidekiq-fair_tenant: #{e.message}")
+        @err.puts("Run `sidekiq-fair_tenant --help` for usage.")
+        2
+      rescue Sidekiq::FairTenant::Error => e
+        @err.puts("sidekiq-fair_tenant: #{e.class.name.split("::").last}: #{e.message}")
+        1
+      end
+
+      private
+
+      def parser
+        OptionParser.new do |o|
+          o.banner = CLIFormat::USAGE
+          o.on("--redis-url URL") { |v| FairTenant.configure { |c| c.redis_url = v } }
+          o.on("-r", "--require FILE") { |v| require File.expand_path(v) }
+          o.on("-h", "--help") do
+            @out.puts(CLIFormat::USAGE)
+            throw :help
+          end
+          command_options(o)
+        end
+      end
+
+      def command_options(opts)
+        %i[tenant queue key].each { |name| opts.on("--#{name} VALUE") { |v| @options[name] = v } }
+        %i[top limit offset].each { |name| opts.on("--#{name} N", Integer) { |v| @options[name] = v } }
+        opts.on("--concurrency") { @options[:concurrency] = true }
+        opts.on("--json") { @options[:json] = true }
+      end
+
+      def parse(argv)
+        catch(:help) do
+          parser.permute!(argv)
+          return
+        end
+        argv.replace(["help"])
+      end
+
+      def dispatch(command, argv)
+        case command
+        when "help" then nil
+        when "stats" then stats(argv)
+        when "limits" then limits(argv)
+        when "queues" then @out.print(QueueConfig.yaml)
+        else raise UsageError, "unknown command #{command.inspect}"
+        end
+      end
+
+      def stats(argv)
+        return concurrency if @options[:concurrency]
+
+        klass = argv.shift or raise UsageError, "stats needs a JOB_CLASS (load it with -r)"
+        extra!(argv)
+        stats = FairTenant.stats
+        return print_tenants(1, [stats.tenant(klass, @options[:tenant])]) if @options[:tenant]
+
+        top = @options[:top]
+        page = stats.tenants(klass, limit: top || @options[:limit], offset: top ? 0 : @options[:offset],
+                                    order: top ? :greedy : :recent)
+        print_tenants(page.total, page.tenants)
+      end
+
+      def print_tenants(total, rows)
+        @out.puts(@options[:json] ? JSON.pretty_generate(total: total, tenants: rows) : CLIFormat.tenants(total, rows))
+      end
+
+      def concurrency
+        scopes = FairTenant.stats.concurrency
+        @out.puts(@options[:json] ? JSON.pretty_generate(scopes) : CLIFormat.scopes(scopes))
+      end
+
+      def limits(argv)
+        action = argv.shift or raise UsageError, "limits needs list, get, set or delete"
+        limits = FairTenant.limits
+        @out.puts(
+          case action
+          when "list" then CLIFormat.limits(limits.list)
+          when "get" then limits.get(**target(argv)) || "none"
+          when "set" then set_limit(limits, argv)
+          when "delete" then "limit deleted; #{limits.delete(**target(argv))} parked job(s) released"
+          else raise UsageError, "unknown limits action #{action.inspect}"
+          end
+        )
+      end
+
+      def set_limit(limits, argv)
+        value = argv.shift or raise UsageError, "limits set needs a LIMIT"
+        "limit set; #{limits.set(value, **target(argv))} parked job(s) released"
+      end
+
+      def target(argv)
+        extra!(argv)
+        @options.slice(:tenant, :queue, :key)
+      end
+
+      def extra!(argv)
+        raise UsageError, "unexpected argument(s): #{argv.join(" ")}" unless argv.empty?
+      end
+    end
+  end
+end

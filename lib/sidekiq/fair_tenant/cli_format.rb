@@ -1,0 +1,61 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Plain-text tables for the `sidekiq-fair_tenant` command.
+    module CLIFormat
+      USAGE = <<~TEXT
+        Usage: sidekiq-fair_tenant [--redis-url URL] [-r FILE] COMMAND [ARGS]
+
+        Commands:
+          stats JOB_CLASS [--top N | --limit N --offset N] [--tenant NAME] [--json]
+                                      active tenants: counts per rule window, next queue
+          stats --concurrency [--json]
+                                      concurrency scopes: running/limit, parked, oldest parked
+          limits list                 runtime concurrency limits
+          limits get    (--tenant NAME [--queue QUEUE] | --key KEY)
+          limits set    (--tenant NAME [--queue QUEUE] | --key KEY) LIMIT
+          limits delete (--tenant NAME [--queue QUEUE] | --key KEY)
+          queues                      the weighted :queues: block implied by the rules
+
+        Options:
+          --redis-url URL   Redis to use (default: REDIS_URL, else Sidekiq's)
+          -r, --require F   load this file first (your job classes; e.g. config/environment.rb)
+      TEXT
+
+      module_function
+
+      def tenants(total, rows)
+        lines = ["#{total} active tenant(s)"]
+        rows.each do |row|
+          windows = row[:windows].map { |w| "#{w[:count]}/#{w[:threshold]} per #{w[:per].round(3)}s" }.join(", ")
+          rerouted = row[:last_rerouted_at] ? "\tlast re-route #{row[:last_rerouted_at].utc.iso8601}" : ""
+          throttled = row[:throttled] ? " (throttled)" : ""
+          lines << "#{row[:tenant]}\t#{windows}\tnext: #{row[:next_queue]}#{throttled}#{rerouted}"
+        end
+        lines.join("\n")
+      end
+
+      def scopes(scopes)
+        return "no concurrency scope holds or waits for a slot" if scopes.empty?
+
+        scopes.map do |s|
+          age = s[:oldest_parked_age] ? format(" oldest %.1fs", s[:oldest_parked_age]) : ""
+          "#{scope_name(s)}\trunning #{s[:running]}/#{s[:limit] || "default"}\tparked #{s[:parked]}#{age}"
+        end.join("\n")
+      end
+
+      def limits(limits)
+        return "no runtime limits" if limits.empty?
+
+        limits.map { |l| "#{scope_name(l)}\t#{l[:limit]}" }.join("\n")
+      end
+
+      def scope_name(entry)
+        return "key #{entry[:key]}" if entry[:key]
+
+        "tenant #{entry[:tenant]}#{" queue #{entry[:queue]}" if entry[:queue]}"
+      end
+    end
+  end
+end

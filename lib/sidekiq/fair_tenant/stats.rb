@@ -1,0 +1,104 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Read-only view of the routing and concurrency state, computed in the extension from what
+    # the scripts store (one ZCOUNT + ZREVRANGEBYSCORE + MGET per page of tenants).
+    #
+    #   stats = Sidekiq::FairTenant.stats
+    #   page = stats.tenants(SyncOrdersJob, limit: 50, offset: 0)   # most recent enqueue first
+    #   page.total                                                  # active tenants of the class
+    #   page.tenants.first                                          # => {tenant: "acme", windows: [...], ...}
+    #   stats.top(SyncOrdersJob, 10)                                # greediest: most enqueues in the longest window
+    #   stats.tenant(SyncOrdersJob, "acme")
+    #   stats.concurrency                                           # scopes with running or parked jobs
+    class Stats
+      Page = Struct.new(:total, :tenants, :offset, :limit, keyword_init: true)
+      MAX_PAGE = 1_000
+
+      def initialize(client_source = FairTenant)
+        @client_source = client_source
+      end
+
+      def job_classes
+        JobClasses.routed
+      end
+
+      # Active tenants (an enqueue inside the longest rule window), `order: :recent` or `:greedy`.
+      def tenants(job_class, offset: 0, limit: 50, order: :recent, now: Time.now.to_f)
+        klass, rules, queue = resolve(job_class)
+        offset = Integer(offset)
+        limit = Integer(limit)
+        if offset.negative? || !limit.between?(1, MAX_PAGE)
+          raise ArgumentError, "offset must be >= 0 and limit 1..#{MAX_PAGE}, got #{offset}, #{limit}"
+        end
+
+        total, rows = client.tenant_stats(rules, klass.name, queue, now, order.to_sym, offset, limit)
+        Page.new(total: total, tenants: rows.map { |row| present(klass, rules, queue, row, now) },
+                 offset: offset, limit: limit)
+      end
+
+      # The `n` greediest tenants.
+      def top(job_class, count = 10, now: Time.now.to_f)
+        tenants(job_class, limit: count, order: :greedy, now: now).tenants
+      end
+
+      def tenant(job_class, tenant, now: Time.now.to_f)
+        klass, rules, queue = resolve(job_class)
+        present(klass, rules, queue, client.tenant_stat(rules, klass.name, queue, tenant.to_s, now), now)
+      end
+
+      # Concurrency scopes with running or parked jobs (at most `max`), each with its holders
+      # (jid, lease expiry), parked count, oldest parked job's age and effective limit.
+      def concurrency(max: 200, now: Time.now.to_f)
+        client.scopes(max).map { |tag, sub| scope(tag, sub, now) }
+      end
+
+      def scope(tag, sub, now = Time.now.to_f)
+        details = client.scope_details(tag, sub)
+        oldest = details.delete(:oldest_parked_ms)
+        details.merge(running: details[:holders].size,
+                      holders: details[:holders].map { |jid, ms| { jid: jid, lease_expires_at: Time.at(ms / 1000.0) } },
+                      oldest_parked_age: oldest && [now - (oldest / 1000.0), 0].max)
+      end
+
+      private
+
+      def client
+        @client_source.native
+      end
+
+      def resolve(job_class)
+        klass = job_class.is_a?(Class) ? job_class : JobClasses.find(job_class)
+        rules = JobClasses.rules(klass)
+        raise ArgumentError, "#{klass} declares no fair_tenant_queues" unless rules
+
+        [klass, rules, JobClasses.default_queue(klass)]
+      end
+
+      def present(klass, rules, queue, row, now)
+        index = row[:next_rule]
+        windows = rules.to_a.zip(row[:counts]).map do |rule, count|
+          { queue: rule["queue"], threshold: rule["threshold"], per: rule["per"], count: count }
+        end
+        {
+          tenant: row[:tenant],
+          last_enqueued_at: row[:last_enqueued_at].positive? ? Time.at(row[:last_enqueued_at]) : nil,
+          windows: windows,
+          next_queue: index ? rules.queue(index) : queue,
+          throttled: !index.nil?,
+          last_rerouted_at: row[:last_rerouted_at] && Time.at(row[:last_rerouted_at]),
+          concurrency: tenant_scope(klass, queue, row[:tenant], now)
+        }
+      end
+
+      def tenant_scope(klass, queue, tenant, now)
+        options = JobClasses.concurrency(klass)
+        return nil if options.nil? || options.key_method
+
+        tag, sub = Native::Client.tenant_scope(tenant, queue)
+        scope(tag, sub, now).tap { |s| s[:limit] ||= options.limit }
+      end
+    end
+  end
+end

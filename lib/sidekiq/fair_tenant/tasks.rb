@@ -1,0 +1,14 @@
+# frozen_string_literal: true
+
+# Rake tasks. In a Rakefile: `require "sidekiq/fair_tenant/tasks"` (Rails apps get the
+# `:environment` prerequisite and eager loading, so every job class is found).
+require "rake"
+
+namespace :fair_tenant do
+  desc "Print the weighted Sidekiq :queues: block implied by every job class's fair_tenant_queues"
+  task queues: (Rake::Task.task_defined?(:environment) ? [:environment] : []) do
+    Rails.application.eager_load! if defined?(Rails) && Rails.respond_to?(:application) && Rails.application
+    require "sidekiq/fair_tenant"
+    puts Sidekiq::FairTenant::QueueConfig.yaml
+  end
+end

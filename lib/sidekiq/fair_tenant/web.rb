@@ -1,0 +1,93 @@
+# frozen_string_literal: true
+
+require "sidekiq/web"
+require "sidekiq/fair_tenant"
+
+module Sidekiq
+  module FairTenant
+    # The "Fair Tenant" tab of Sidekiq's Web UI: `require "sidekiq/fair_tenant/web"` after
+    # `require "sidekiq/web"`. Shows each job class's tenants (counts against thresholds, next
+    # queue, last re-route), concurrency scopes and runtime limits, with forms (CSRF protected
+    # by Sidekiq::Web) to set and delete a limit.
+    module Web
+      VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
+      PAGE_SIZE = 25
+
+      # Helpers for the view, evaluated in Sidekiq's action.
+      module Helpers
+        def ft_param(name)
+          value = respond_to?(:url_params) ? url_params(name.to_s) : params[name.to_s]
+          value.is_a?(String) && !value.strip.empty? ? value.strip : nil
+        end
+
+        def ft_text(value)
+          h(value.to_s.dup.force_encoding(Encoding::UTF_8).scrub)
+        end
+
+        def ft_time(time)
+          return "-" unless time
+
+          ago = (Time.now - time).round
+          "#{time.utc.strftime("%Y-%m-%d %H:%M:%S")} UTC (#{ago}s ago)"
+        end
+
+        def ft_render(error: nil, notice: nil)
+          @ft_error = error
+          @ft_notice = notice || ft_param(:notice)
+          @ft_classes = JobClasses.routed
+          @ft_class = @ft_classes.find { |k| k.name == ft_param(:class) } || @ft_classes.first
+          @ft_offset = [ft_param(:offset).to_i, 0].max
+          @ft_page = @ft_class && FairTenant.stats.tenants(@ft_class, order: :greedy, offset: @ft_offset,
+                                                                      limit: PAGE_SIZE)
+          @ft_scopes = FairTenant.stats.concurrency(max: 100)
+          @ft_limits = FairTenant.limits.list
+          erb(File.read(VIEW))
+        end
+
+        def ft_limit_target
+          { tenant: ft_param(:tenant), queue: ft_param(:queue), key: ft_param(:key) }
+        end
+
+        def ft_back(notice)
+          redirect("#{root_path}fair_tenant?notice=#{CGI.escape(notice)}")
+        end
+      end
+
+      def self.registered(app)
+        app.helpers(Helpers) if app.respond_to?(:helpers)
+
+        app.get("/fair_tenant") { ft_render }
+
+        app.post("/fair_tenant/limits") do
+          handed = FairTenant.limits.set(ft_param(:limit), **ft_limit_target)
+          ft_back("Limit set (#{handed} parked job(s) released)")
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
+
+        app.post("/fair_tenant/limits/delete") do
+          FairTenant.limits.delete(**ft_limit_target)
+          ft_back("Limit deleted")
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
+      end
+
+      # Sidekiq 8 registers extensions on its Web config, 7.3 through `Web.register` with a name
+      # and tab, 6.4-7.2 with `Web.register` plus a `tabs` entry.
+      def self.install
+        names = { name: "fair_tenant", tab: "Fair Tenant", index: "fair_tenant" }
+        if defined?(::Sidekiq::Web::Config) && ::Sidekiq::Web::Config.method_defined?(:register)
+          ::Sidekiq::Web.configure { |config| config.register(self, **names) }
+        elsif ::Sidekiq::Web.method(:register).arity == 1
+          ::Sidekiq::Web.register(self)
+          ::Sidekiq::Web.tabs["Fair Tenant"] = "fair_tenant"
+        else
+          ::Sidekiq::Web.register(self, **names)
+        end
+      end
+    end
+  end
+end
+
+Sidekiq::FairTenant::Web.install

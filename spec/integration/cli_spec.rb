@@ -1,0 +1,85 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require "open3"
+
+RSpec.describe "sidekiq-fair_tenant command" do
+  let(:exe) { File.expand_path("../../exe/sidekiq-fair_tenant", __dir__) }
+  let(:app) { File.expand_path("../support/cli_app.rb", __dir__) }
+  let(:lib) { File.expand_path("../../lib", __dir__) }
+
+  def cli(*args, url: ENV.fetch("REDIS_URL"))
+    env = { "REDIS_URL" => nil, "RUBYOPT" => "-I#{lib}" }
+    Open3.capture3(env, Gem.ruby, exe, "--redis-url", url, *args)
+  end
+
+  it "sets, gets, lists and deletes runtime limits" do
+    out, _err, status = cli("limits", "set", "--tenant", "acme", "--queue", "default", "3")
+    expect([status.exitstatus, out]).to eq([0, "limit set; 0 parked job(s) released\n"])
+    expect(Sidekiq::FairTenant.limits.get(tenant: "acme", queue: "default")).to eq(3)
+
+    expect(cli("limits", "get", "--tenant", "acme", "--queue", "default")[0]).to eq("3\n")
+    expect(cli("limits", "list")[0]).to eq("tenant acme queue default\t3\n")
+    expect(cli("limits", "delete", "--tenant", "acme", "--queue", "default")[2].exitstatus).to eq(0)
+    expect(cli("limits", "get", "--tenant", "acme", "--queue", "default")[0]).to eq("none\n")
+  end
+
+  it "prints a class's tenants and the greediest ones" do
+    5.times { ThrottledJob.perform_async(1) }
+    ThrottledJob.perform_async(2)
+
+    out, err, status = cli("-r", app, "stats", "ThrottledJob", "--top", "1")
+    expect(status.exitstatus).to eq(0), err
+    expect(out.lines.first).to eq("2 active tenant(s)\n")
+    expect(out.lines[1]).to start_with("tenant-1\t5/3 per 60.0s, 5/5 per 10.0s\tnext: throttled_4x (throttled)")
+
+    json = JSON.parse(cli("-r", app, "stats", "ThrottledJob", "--tenant", "tenant-2", "--json")[0])
+    expect(json["tenants"].first).to include("tenant" => "tenant-2", "next_queue" => "default", "throttled" => false)
+  end
+
+  it "prints the :queues: block implied by the rules" do
+    out, _err, status = cli("-r", app, "queues")
+    expect(status.exitstatus).to eq(0)
+    expect(out).to include(":queues:\n  - [default, 4]\n  - [throttled_2x, 2]\n")
+    expect(out).to include("# ThrottledJob: default -> throttled_2x, throttled_4x")
+  end
+
+  it "offers the same block as `rake fair_tenant:queues`" do
+    script = "require 'rake'; require #{app.dump}; require 'sidekiq/fair_tenant/tasks'; " \
+             "Rake::Task['fair_tenant:queues'].invoke"
+    out, err, status = Open3.capture3({ "RUBYOPT" => "-I#{lib}" }, Gem.ruby, "-e", script)
+    expect(status.exitstatus).to eq(0), err
+    expect(out).to eq(cli("-r", app, "queues")[0])
+  end
+
+  it "exits 2 with a clear message on bad usage, changing nothing" do
+    [
+      [%w[limits set --tenant acme lots], /limit must be an Integer/],
+      [%w[limits set --tenant acme --key k 1], /give tenant: .* or key:/],
+      [%w[limits frob], /unknown limits action "frob"/],
+      [%w[bogus], /unknown command "bogus"/],
+      [%w[stats NoSuchJob], /unknown job class "NoSuchJob"/],
+      [%w[limits list --nope], /invalid option: --nope/],
+      [[], /no command given/]
+    ].each do |args, message|
+      _out, err, status = cli(*args)
+      expect(status.exitstatus).to eq(2), "#{args.inspect}: #{err}"
+      expect(err).to match(message)
+    end
+    expect(redis.keys("sidekiq-fair_tenant:*")).to be_empty
+  end
+
+  it "exits 1 when Redis cannot be reached, naming the server without its password" do
+    port = RedisServer.free_port
+    _out, err, status = cli("limits", "list", url: "redis://:secret@127.0.0.1:#{port}/0")
+    expect(status.exitstatus).to eq(1)
+    expect(err).to include("ConnectionError").and include("127.0.0.1:#{port}")
+    expect(err).not_to include("secret")
+  end
+
+  it "prints usage with --help" do
+    out, _err, status = cli("--help")
+    expect(status.exitstatus).to eq(0)
+    expect(out).to include("Usage: sidekiq-fair_tenant")
+  end
+end

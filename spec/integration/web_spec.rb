@@ -1,0 +1,86 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/web_server"
+require_relative "../support/browser"
+
+RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
+  before(:all) do
+    skip "Debian's chromium and chromium-driver are not installed (bin/setup installs them)" unless Browser.available?
+    @server = WebServer.new.start
+    @browser = Browser.session(@server.url)
+  end
+
+  after(:all) do
+    @browser&.driver&.quit
+    @server&.stop
+  end
+
+  let(:browser) { @browser }
+
+  def seed
+    6.times { ThrottledJob.perform_async(1) }
+    2.times { ThrottledJob.perform_async(2) }
+    native = Sidekiq::FairTenant.native
+    tag, sub = Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default")
+    native.acquire(tag, sub, "running-1", 60_000, 1, { jid: "running-1", queue: "default" }.to_json, 1.0)
+    native.acquire(tag, sub, "waiting-1", 60_000, 1, { jid: "waiting-1", queue: "default" }.to_json,
+                   Time.now.to_f - 42)
+    Sidekiq::FairTenant.limits.set(4, key: "customer-9")
+  end
+
+  it "renders tenants, concurrency scopes and limits from Redis" do
+    seed
+    browser.visit("/fair_tenant?class=ThrottledJob")
+
+    expect(browser).to have_link("Fair Tenant")
+    tenants = browser.find("#fair-tenant-tenants")
+    first = tenants.all("tbody tr").first
+    expect(first.all("td").map(&:text).first(5)).to eq(["tenant-1", "6 / 3", "6 / 5", "yes", "throttled_4x"])
+    expect(tenants).to have_css("tr", text: %r{tenant-2\s+2 / 3\s+2 / 5\s+no\s+default})
+    scopes = browser.find("#fair-tenant-scopes")
+    expect(scopes).to have_text("tenant acme, queue default")
+    expect(scopes).to have_css("td", text: "1 / 1")
+    expect(scopes).to have_css("td", text: /\A4[2-5]\.\ds\z/)
+    expect(browser.find("#fair-tenant-limits")).to have_text("key customer-9")
+
+    browser.save_screenshot(File.expand_path("../../docs/web-tab.png", __dir__)) if ENV["FAIR_TENANT_SCREENSHOT"]
+  end
+
+  it "sets a limit through the form (CSRF token included) and deletes it" do
+    browser.visit("/fair_tenant")
+    browser.fill_in("ft-tenant", with: "acme")
+    browser.fill_in("ft-queue", with: "default")
+    browser.fill_in("ft-limit", with: "7")
+    browser.click_button("Set limit")
+
+    expect(browser).to have_css("#fair-tenant-notice", text: "Limit set")
+    expect(Sidekiq::FairTenant.limits.get(tenant: "acme", queue: "default")).to eq(7)
+    expect(redis.hget("sidekiq-fair_tenant:limits:6:t:acme", "q:default")).to eq("7")
+
+    browser.find("#fair-tenant-limits").click_button("Delete")
+    expect(browser).to have_css("#fair-tenant-notice", text: "Limit deleted")
+    expect(Sidekiq::FairTenant.limits.list).to be_empty
+  end
+
+  it "shows an error for bad input and changes nothing" do
+    browser.visit("/fair_tenant")
+    browser.fill_in("ft-tenant", with: "acme")
+    browser.fill_in("ft-limit", with: "lots")
+    browser.click_button("Set limit")
+    expect(browser).to have_css("#fair-tenant-error", text: "limit must be an Integer from 0 to 1000000")
+
+    browser.fill_in("ft-tenant", with: "acme")
+    browser.fill_in("ft-key", with: "k")
+    browser.fill_in("ft-limit", with: "3")
+    browser.click_button("Set limit")
+    expect(browser).to have_css("#fair-tenant-error", text: "give tenant:")
+    expect(redis.keys("sidekiq-fair_tenant:limits*")).to be_empty
+  end
+
+  it "rejects a POST without Sidekiq's CSRF token" do
+    response = Net::HTTP.post_form(URI("#{@server.url}/fair_tenant/limits"), "tenant" => "acme", "limit" => "1")
+    expect(response.code).to eq("403")
+    expect(redis.keys("sidekiq-fair_tenant:limits*")).to be_empty
+  end
+end
