@@ -86,6 +86,12 @@ module Sidekiq
         @warnings ||= RateLimitedLog.new
       end
 
+      # Logs the block's message at most once a minute per (kind, subject); returns nil.
+      def warn(kind, subject, &block)
+        warnings.warn([kind, subject], logger, &block)
+        nil
+      end
+
       # Checks the Redis connection; raises ConnectionError/TimeoutError when it fails.
       def ping
         native.ping

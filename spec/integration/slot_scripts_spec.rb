@@ -2,11 +2,7 @@
 
 require "spec_helper"
 require_relative "../support/slots_app"
-require "active_job"
-
-ActiveJob::Base.queue_adapter = :sidekiq
-ActiveJob::Base.logger = Logger.new(nil)
-ActiveJob::Base.include(Sidekiq::Worker::Options) unless ActiveJob::Base.respond_to?(:sidekiq_options)
+require_relative "../support/active_job"
 
 class AjSlotJob < ActiveJob::Base
   queue_as :default

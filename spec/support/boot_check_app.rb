@@ -15,14 +15,4 @@ Sidekiq.configure_server do |config|
   config.on(:startup) { config.logger.warn("queue check done") }
 end
 
-# Exit when the spec process is gone.
-if (parent = ENV.fetch("FAIR_TENANT_SPEC_PARENT", nil))
-  Thread.new do
-    loop do
-      sleep 1
-      Process.kill(0, Integer(parent))
-    rescue Errno::ESRCH
-      Process.kill("KILL", Process.pid)
-    end
-  end
-end
+require_relative "parent_watch"

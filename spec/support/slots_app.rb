@@ -13,17 +13,7 @@ Sidekiq::FairTenant.configure do |config|
   config.sweep_interval = 0.3
 end
 
-# Exit when the spec process that started us is gone (crashed or killed).
-if (parent = ENV.fetch("FAIR_TENANT_SPEC_PARENT", nil))
-  Thread.new do
-    loop do
-      sleep 1
-      Process.kill(0, Integer(parent))
-    rescue Errno::ESRCH
-      Process.kill("KILL", Process.pid)
-    end
-  end
-end
+require_relative "parent_watch"
 
 module SlotsApp
   EVENTS = "spec:events"

@@ -43,7 +43,9 @@ module Sidekiq
         job[COUNTED] = true
         reroute(class_name, job, rules, index, queue) if index
       rescue StandardError => e
-        warn(:failure, e.class) { "#{e.class}: #{e.message}; job #{job["jid"]} stays on #{job["queue"].inspect}" }
+        FairTenant.warn(:failure, e.class) do
+          "#{e.class}: #{e.message}; job #{job["jid"]} stays on #{job["queue"].inspect}"
+        end
       end
 
       # Invalid rules raise from code you control (a push from the class); a re-push by Sidekiq
@@ -53,7 +55,7 @@ module Sidekiq
       rescue StandardError => e
         raise if e.is_a?(ArgumentError) && worker.is_a?(Class)
 
-        warn(:invalid_rules, class_name) { "#{e.message}; job #{job["jid"]} not re-routed" }
+        FairTenant.warn(:invalid_rules, class_name) { "#{e.message}; job #{job["jid"]} not re-routed" }
         nil
       end
 
@@ -77,15 +79,10 @@ module Sidekiq
       end
 
       def warn_no_tenant(class_name)
-        warn(:no_tenant, class_name) do
+        FairTenant.warn(:no_tenant, class_name) do
           "#{class_name} has fair_tenant_queues but no tenant: set `fair_tenant` " \
             "(Job.set(fair_tenant: ...), def self.fair_tenant(*args)); its jobs are not re-routed"
         end
-      end
-
-      def warn(kind, subject, &block)
-        FairTenant.warnings.warn([kind, subject], FairTenant.logger, &block)
-        nil
       end
     end
   end

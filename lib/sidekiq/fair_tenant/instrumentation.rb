@@ -27,7 +27,7 @@ module Sidekiq
           logger.debug { "[sidekiq-fair_tenant] #{event} #{payload.map { |k, v| "#{k}=#{v}" }.join(" ")}" }
         end
       rescue StandardError => e
-        FairTenant.warnings.warn([:instrument, event], FairTenant.logger) do
+        FairTenant.warn(:instrument, event) do
           "#{event} subscriber raised #{e.class}: #{e.message}"
         end
       end

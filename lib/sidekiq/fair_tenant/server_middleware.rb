@@ -50,7 +50,7 @@ module Sidekiq
         tag, sub = scope(worker, job, options, class_name)
         tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit)
       rescue StandardError => e
-        warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
+        FairTenant.warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
         nil
       end
 
@@ -64,7 +64,9 @@ module Sidekiq
           queue = job["fair_tenant_rerouted_from"] || job["queue"]
           return Native::Client.tenant_scope(tenant, queue.to_s) if tenant
         end
-        warn(:no_scope, class_name) { "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited" }
+        FairTenant.warn(:no_scope, class_name) do
+          "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited"
+        end
       end
 
       def acquire(slot, job)
@@ -72,7 +74,7 @@ module Sidekiq
         FairTenant.native.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
                                   job["enqueued_at"].to_f)
       rescue StandardError => e
-        warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
+        FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
         :failed
       end
 
@@ -86,12 +88,9 @@ module Sidekiq
         handed = FairTenant.native.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
         Instrumentation.instrument(:hand_over, scope: [slot.tag, slot.sub], count: handed) if handed.positive?
       rescue StandardError => e
-        warn(:release, e.class) { "#{e.class}: #{e.message}; slot of #{slot.jid} frees when its lease expires" }
-      end
-
-      def warn(kind, subject, &block)
-        FairTenant.warnings.warn([kind, subject], FairTenant.logger, &block)
-        nil
+        FairTenant.warn(:release, e.class) do
+          "#{e.class}: #{e.message}; slot of #{slot.jid} frees when its lease expires"
+        end
       end
     end
   end

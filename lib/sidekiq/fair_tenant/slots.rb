@@ -67,7 +67,7 @@ module Sidekiq
             beat
             sleep TICK
           rescue StandardError => e
-            FairTenant.warnings.warn([:heartbeat, e.class], FairTenant.logger) { "heartbeat: #{e.class}: #{e.message}" }
+            FairTenant.warn(:heartbeat, e.class) { "heartbeat: #{e.class}: #{e.message}" }
             sleep TICK
           end
         end
