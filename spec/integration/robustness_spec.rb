@@ -132,7 +132,7 @@ RSpec.describe "Robustness" do
     expect(child_open.to_i).to be >= 1
     3.times { NoTenantJob.set(fair_tenant: "parent").perform_async }
     native = Sidekiq::FairTenant.native
-    expect(entries_in(server.redis, native.key_for("NoTenantJob", "default", "child"))).to eq(1)
+    expect(entries_in(server.redis, native.key_for("NoTenantJob", "default", "child"))).to eq(10)
     expect(queue_size("slow")).to eq(14)
     expect(native.pool_stats[:open]).to eq(native.pool_stats[:idle])
   end

@@ -52,8 +52,10 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
       expect(entries(key("HundredJob", "bulk"))).to eq(0)
 
       1_000.times { HundredJob.set(fair_tenant: "bulk").perform_async }
-      expect(entries(key("HundredJob", "bulk"))).to eq(101)
-      expect(redis.ttl(key("HundredJob", "bulk"))).to be_between(3590, 3600)
+      # The newest 101 decide (threshold 100); up to 32 more are appended before a rewrite trims them.
+      expect(entries(key("HundredJob", "bulk"))).to be_between(101, 133)
+      # Twice the window, set by the last rewrite (at most 32 pushes ago).
+      expect(redis.ttl(key("HundredJob", "bulk"))).to be_between(7190, 7200)
       expect(queue_size("default")).to eq(1_000 + 100)
       expect(queue_size("slow")).to eq(900)
     end
@@ -66,6 +68,39 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
       times = Sidekiq::FairTenant::Native::Client.decode_times(redis.get(key("SkewJob", "s")))
       expect(times).to eq([now + 1, now + 2, now + 3]) # the 3 newest (threshold + 1), sorted
       expect(fired).to eq([nil, nil, 0, 0])
+    end
+
+    it "decides exactly like counting every enqueue, across appends, rewrites, skewed clocks and TTL refreshes" do
+      specs = [{ queue: "slow", threshold: 5, per: 10 }, { queue: "slower", threshold: 40, per: 100 }]
+      rules = Sidekiq::FairTenant::Native::RuleSet.new("ModelJob", specs, 86_400)
+      rng = Random.new(RSpec.configuration.seed)
+      now = Time.now.to_f
+      history = []
+      mismatches = []
+      outcomes = Hash.new(0)
+      2_000.times do |i|
+        now += case rng.rand(100)
+               when 0..4 then -rng.rand * 5 # a client whose clock is behind
+               when 5 then 60 + (rng.rand * 60) # idle past half the longest window: a TTL refresh
+               else rng.rand * 0.5
+               end
+        history << now
+        expected = specs.rindex { |r| history.count { |t| t >= now - r[:per] } > r[:threshold] }
+        got = Sidekiq::FairTenant.native.route(rules, "ModelJob", "default", "m", now)
+        mismatches << [i, expected, got] unless got == expected
+        outcomes[expected] += 1
+
+        value = redis.get(key("ModelJob", "m"))
+        held = Sidekiq::FairTenant::Native::Client.decode_times(value)
+        # The header says when the TTL was last set: never more than half the longest window ago.
+        raise "TTL last set #{now - value.unpack1("G")}s before push #{i}" if now - value.unpack1("G") > 50
+        raise "held #{held.size} times at push #{i}" unless held.size.between?(1, 41 + 32)
+        raise "held times out of order at push #{i}" unless held == held.sort
+      end
+
+      expect(mismatches).to eq([])
+      expect(outcomes.keys).to contain_exactly(nil, 0, 1)
+      expect(redis.pttl(key("ModelJob", "m"))).to be > 100_000 # 1.5 windows at least, whatever happened
     end
 
     it "makes exactly one extra Redis round trip per push" do
@@ -110,8 +145,8 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
 
       expect(queue_size("slow")).to eq(tenants.size * 2)
       tenants.each do |t|
-        # threshold 0: one entry decides the rule, so one is all that is kept
-        expect(entries(Sidekiq::FairTenant.native.key_for("HostileTenantJob", "default", t))).to eq(1)
+        # Each tenant's own two pushes, in its own key (trimmed to one only at the next rewrite).
+        expect(entries(Sidekiq::FairTenant.native.key_for("HostileTenantJob", "default", t))).to eq(2)
       end
       expect(redis.keys("sidekiq-fair_tenant:enqueued:*").size).to eq(tenants.size)
       expect(redis.hlen("sidekiq-fair_tenant:tenants:HostileTenantJob")).to eq(tenants.size)

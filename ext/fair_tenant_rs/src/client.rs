@@ -104,6 +104,31 @@ impl RbClient {
         without_gvl(|| router::route(&self.pool, rules, &job))?.map_err(to_ruby)
     }
 
+    /// `[keys, argv]` of the route script for one push, without running it (for `bin/bench`).
+    fn route_args(
+        ruby: &Ruby,
+        rb_self: &Self,
+        rules: &RbRuleSet,
+        job_class: RString,
+        queue: RString,
+        tenant: RString,
+        now: f64,
+    ) -> Result<RArray, Error> {
+        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
+        let key = rb_self.keys.render(&queue, &job_class, &tenant);
+        let index = rb_self.keys.index_key(&queue, &job_class);
+        let job = Enqueue {
+            key: &key,
+            index: &index,
+            tenant: &tenant,
+            now,
+        };
+        let keys =
+            ruby.ary_from_iter([key.as_slice(), index.as_slice()].map(|k| ruby.str_from_slice(k)));
+        let args = router::script_args(&rules.0, &job).map(|a| ruby.str_from_slice(&a));
+        Ok(ruby.ary_from_iter([keys, ruby.ary_from_iter(args)]))
+    }
+
     fn noop_eval(&self, key: RString) -> Result<(), Error> {
         let key = bytes(key);
         without_gvl(|| router::noop(&self.pool, &key))?.map_err(to_ruby)
@@ -461,6 +486,7 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("tenant_scope", magnus::function!(RbClient::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbClient::key_scope, 1))?;
     class.define_singleton_method("limit_target", magnus::function!(RbClient::limit_target, 3))?;
+    class.define_method("route_args", magnus::method!(RbClient::route_args, 5))?;
     class.define_method("acquire", magnus::method!(RbClient::acquire, 7))?;
     class.define_method("release", magnus::method!(RbClient::release, 5))?;
     class.define_method("renew", magnus::method!(RbClient::renew, 1))?;

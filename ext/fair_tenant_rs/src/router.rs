@@ -27,22 +27,40 @@ pub struct Enqueue<'a> {
 /// Registers one enqueue and returns the index of the rule that fires, if any.
 pub fn route(pool: &Pool, rules: &RuleSet, job: &Enqueue<'_>) -> Result<Option<usize>> {
     let mut inv = ROUTE.prepare_invoke();
-    inv.key(job.key)
-        .key(job.index)
-        .arg(&job.now.to_be_bytes()[..])
-        .arg(ttl_ms(rules.window()))
-        .arg(script_spec(rules, job.now))
-        .arg(job.tenant);
+    inv.key(job.key).key(job.index);
+    for arg in script_args(rules, job) {
+        inv.arg(arg);
+    }
     let chosen: i64 = pool.with(|c| inv.invoke(c))?;
     Ok(usize::try_from(chosen).ok())
 }
 
+/// The route script's ARGV for one push (its KEYS are the tenant's key and the class's index).
+/// `bin/bench` pipelines calls built from these to measure the script's server time.
+pub fn script_args(rules: &RuleSet, job: &Enqueue<'_>) -> [Vec<u8>; 4] {
+    [
+        job.now.to_be_bytes().to_vec(),
+        ttl_ms(2.0 * rules.window()).to_string().into_bytes(),
+        script_spec(rules, job.now),
+        job.tenant.to_vec(),
+    ]
+}
+
+/// How stale the tenant index's time of a busy tenant may get, in seconds (at most a hundredth
+/// of the longest window).
+pub fn index_every(window: f64) -> f64 {
+    (window / 100.0).min(1.0)
+}
+
 /// The script's numbers, packed as 8-byte big-endian doubles so that it parses no decimal text:
-/// `keep`, then `threshold, now - per` for every rule in order. The window starts are computed
-/// here with the same f64 subtraction the script would do.
+/// `keep`, the longest window, the index staleness, then `threshold, now - per` for every rule
+/// in order. The window starts are computed here with the same f64 subtraction the script
+/// would do.
 fn script_spec(rules: &RuleSet, now: f64) -> Vec<u8> {
-    let mut spec = Vec::with_capacity(8 + 16 * rules.rules().len());
+    let mut spec = Vec::with_capacity(24 + 16 * rules.rules().len());
     spec.extend_from_slice(&(rules.keep() as f64).to_be_bytes());
+    spec.extend_from_slice(&rules.window().to_be_bytes());
+    spec.extend_from_slice(&index_every(rules.window()).to_be_bytes());
     for r in rules.rules() {
         spec.extend_from_slice(&(r.threshold as f64).to_be_bytes());
         spec.extend_from_slice(&(now - r.per).to_be_bytes());
@@ -50,14 +68,20 @@ fn script_spec(rules: &RuleSet, now: f64) -> Vec<u8> {
     spec
 }
 
-/// The key lives as long as the longest window: older times never decide anything.
+/// Milliseconds for a TTL of `window` seconds.
 pub fn ttl_ms(window: f64) -> u64 {
     (window * 1000.0).ceil().max(1.0) as u64
 }
 
-/// Decodes a tenant key's value: enqueue times, oldest first.
+/// Decodes a tenant key's value: its enqueue times, oldest first (after the 8-byte header that
+/// says when the script last set the key's TTL).
 pub fn decode_times(value: &[u8]) -> Vec<f64> {
+    if !value.len().is_multiple_of(8) {
+        return Vec::new();
+    }
     value
+        .get(8..)
+        .unwrap_or_default()
         .chunks_exact(8)
         .map(|c| f64::from_be_bytes(c.try_into().expect("8-byte chunk")))
         .collect()
@@ -81,15 +105,17 @@ mod tests {
 
     #[test]
     fn decodes_big_endian_doubles_like_lua_struct_packs_them() {
-        let mut v = Vec::new();
+        let mut v = 1_700_000_000.0f64.to_be_bytes().to_vec();
         v.extend_from_slice(&1_700_000_000.25f64.to_be_bytes());
         v.extend_from_slice(&1_700_000_001.5f64.to_be_bytes());
         assert_eq!(decode_times(&v), vec![1_700_000_000.25, 1_700_000_001.5]);
         assert!(decode_times(b"").is_empty());
+        assert!(decode_times(&v[..8]).is_empty());
+        assert!(decode_times(&v[..12]).is_empty());
     }
 
     #[test]
-    fn packs_keep_then_threshold_and_window_start_per_rule() {
+    fn packs_keep_window_and_staleness_then_threshold_and_window_start_per_rule() {
         use crate::rules::{RawRule, RawValue};
         let rule = |t: i64, per: f64| RawRule::Hash {
             queue: RawValue::Str("slow".into()),
@@ -105,7 +131,11 @@ mod tests {
             .chunks_exact(8)
             .map(|c| f64::from_be_bytes(c.try_into().unwrap()))
             .collect();
-        assert_eq!(nums, vec![101.0, 100.0, now - 3600.0, 20.0, now - 0.25]);
+        assert_eq!(
+            nums,
+            vec![101.0, 3600.0, 1.0, 100.0, now - 3600.0, 20.0, now - 0.25]
+        );
+        assert_eq!(index_every(60.0), 0.6);
     }
 
     #[test]

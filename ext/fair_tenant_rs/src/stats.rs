@@ -7,7 +7,7 @@
 use crate::error::Result;
 use crate::keys::KeyFormat;
 use crate::pool::Pool;
-use crate::router::decode_times;
+use crate::router::{decode_times, index_every};
 use crate::rules::RuleSet;
 
 /// MGET batch size when reading many tenants' keys.
@@ -97,7 +97,9 @@ pub fn tenants(
     let index = q.keys.index_key(q.queue, q.job_class);
     let entries: Vec<(Vec<u8>, Vec<u8>)> =
         pool.with(|c| redis::cmd("HGETALL").arg(&index).query(c))?;
-    let members = active(entries, q.now - q.rules.window());
+    // The index's time of a busy tenant may be up to `index_every` old: keep those at the edge.
+    let window = q.rules.window();
+    let members = active(entries, q.now - window - index_every(window));
     let total = members.len() as u64;
     let rows = match order {
         Order::Recent => {
