@@ -47,9 +47,6 @@ target_dir = shared_target ? File.expand_path(ENV.fetch("CARGO_TARGET_DIR")) : F
 dlext = RbConfig::CONFIG["DLEXT"]
 sitearchdir = RbConfig::CONFIG["sitearchdir"]
 remove_target = shared_target ? "" : "rm -rf \"$(CARGO_TARGET_DIR)\""
-sources = Dir.glob("{**/*.rs,**/*.lua,Cargo.toml}", base: crate_dir).reject { |f| f.start_with?("target/") }
-sources = sources.map { |f| File.join(crate_dir, f) } + Dir[File.join(File.dirname(manifest), "Cargo.{toml,lock}")]
-
 File.write("Makefile", <<~MAKEFILE)
   SHELL = /bin/sh
   RUBY = #{RbConfig.ruby}
@@ -62,25 +59,30 @@ File.write("Makefile", <<~MAKEFILE)
   DESTDIR =
   sitearchdir = #{sitearchdir}
   target_prefix = /sidekiq/fair_tenant
-  SOURCES = #{sources.sort.uniq.join(" \\\n  ")}
+  INSTALLED = $(DESTDIR)$(sitearchdir)$(target_prefix)/$(DLLIB)
 
   all: $(DLLIB)
 
-  $(DLLIB): $(SOURCES)
-  \tenv RUBY="$(RUBY)" CARGO_TARGET_DIR="$(CARGO_TARGET_DIR)" "$(CARGO)" build $(CARGO_FLAGS)
-  \tcp "$(CARGO_ARTIFACT)" $(DLLIB)
+  # Cargo decides what to rebuild (a build with nothing to do takes a fraction of a second), so
+  # every source it knows, Lua scripts included, is picked up. A changed library replaces the old
+  # one by rename, never by writing into it: a process that has it loaded keeps its own copy.
+  $(DLLIB): FORCE
+  	env RUBY="$(RUBY)" CARGO_TARGET_DIR="$(CARGO_TARGET_DIR)" "$(CARGO)" build $(CARGO_FLAGS)
+  	cmp -s "$(CARGO_ARTIFACT)" $(DLLIB) || { cp "$(CARGO_ARTIFACT)" $(DLLIB).tmp && mv -f $(DLLIB).tmp $(DLLIB); }
 
   install: $(DLLIB)
-  \tmkdir -p "$(DESTDIR)$(sitearchdir)$(target_prefix)"
-  \tcp $(DLLIB) "$(DESTDIR)$(sitearchdir)$(target_prefix)/$(DLLIB)"
-  \t#{remove_target}
+  	mkdir -p "$(DESTDIR)$(sitearchdir)$(target_prefix)"
+  	cmp -s $(DLLIB) "$(INSTALLED)" || { cp $(DLLIB) "$(INSTALLED).tmp" && mv -f "$(INSTALLED).tmp" "$(INSTALLED)"; }
+  	#{remove_target}
 
   clean:
-  \trm -f $(DLLIB)
+  	rm -f $(DLLIB) $(DLLIB).tmp
 
   distclean: clean
-  \t#{remove_target}
-  \trm -f Makefile
+  	#{remove_target}
+  	rm -f Makefile
 
-  .PHONY: all install clean distclean
+  FORCE:
+
+  .PHONY: all install clean distclean FORCE
 MAKEFILE

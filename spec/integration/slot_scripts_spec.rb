@@ -105,6 +105,19 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     expect(redis.scard("sidekiq-fair_tenant:slots:tags")).to eq(0) # nothing left to watch
   end
 
+  it "drops a dead worker's expired lease when its slot is needed, and never counts it as running" do
+    native.acquire(tag, sub, "crashed", 50, 2, "{}", Time.now.to_f)
+    sleep 0.1
+    expect(acquire("a", limit: 2)).to eq(:acquired) # a free slot: the expired lease is left alone
+    expect(holders).to contain_exactly("crashed", "a")
+    expect(Sidekiq::FairTenant::Stats.new.scope(tag, sub)[:running]).to eq(1)
+
+    expect(acquire("b", limit: 2)).to eq(:acquired) # full: the expired lease makes room
+    expect(holders).to contain_exactly("a", "b")
+    native.release(tag, sub, "a", 60_000, 2) # nobody parked: the release only removes "a"
+    expect(holders).to eq(["b"])
+  end
+
   it "renews leases of running jobs (heartbeat) and never resurrects a reclaimed one" do
     native.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
     expect(native.renew([[tag, sub, "long", 60_000], [tag, sub, "gone", 60_000]])).to eq(1)
@@ -147,6 +160,20 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       worker.raise(RuntimeError, "stop")
 
       expect(worker.value).to eq(:interrupted)
+      expect(holders).to be_empty
+    end
+
+    it "gives the slot back when an interrupt lands just after the script took it, and lets it through" do
+      # The interrupt arrives once the acquire script has run, before the job starts.
+      allow(native).to receive(:acquire).and_wrap_original do |original, *args|
+        original.call(*args)
+        raise Timeout::Error, "interrupted"
+      end
+      ran = false
+
+      expect { middleware.call(SlotJob.new, payload("late"), "default") { ran = true } }
+        .to raise_error(Timeout::Error)
+      expect(ran).to be(false)
       expect(holders).to be_empty
     end
 

@@ -69,13 +69,19 @@ module Sidekiq
         end
       end
 
+      # Redis trouble (the gem's own errors) runs the job without a slot. Anything else that lands
+      # here - Thread#raise, Timeout with an exception class, Sidekiq::Shutdown - may arrive after
+      # the script took the slot: it is given back (release is idempotent) and the exception goes on.
       def acquire(slot, job)
         payload = Sidekiq.dump_json(job)
         FairTenant.native.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
                                   job["enqueued_at"].to_f)
-      rescue StandardError => e
+      rescue Error => e
         FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
         :failed
+      rescue Exception # rubocop:disable Lint/RescueException
+        release(slot)
+        raise
       end
 
       def parked(slot, job)

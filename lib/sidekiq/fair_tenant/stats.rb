@@ -49,7 +49,8 @@ module Sidekiq
       end
 
       # Concurrency scopes with running or parked jobs (at most `max`), each with its holders
-      # (jid, lease expiry), parked count, oldest parked job's age and effective limit.
+      # (jid, lease expiry; expired leases are listed but not counted as running), parked count,
+      # oldest parked job's age and effective limit.
       def concurrency(max: 200, now: Time.now.to_f)
         client.scopes(max).map { |tag, sub| scope(tag, sub, now) }
       end
@@ -57,7 +58,9 @@ module Sidekiq
       def scope(tag, sub, now = Time.now.to_f)
         details = client.scope_details(tag, sub)
         oldest = details.delete(:oldest_parked_ms)
-        details.merge(running: details[:holders].size,
+        # A lease past its expiry is a worker that died (or a clock ahead of Redis's): it is dropped
+        # when the scope next needs the slot, and not counted as running meanwhile.
+        details.merge(running: details[:holders].count { |_jid, ms| ms / 1000.0 >= now },
                       holders: details[:holders].map { |jid, ms| { jid: jid, lease_expires_at: Time.at(ms / 1000.0) } },
                       oldest_parked_age: oldest && [now - (oldest / 1000.0), 0].max)
       end

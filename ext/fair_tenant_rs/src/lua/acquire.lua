@@ -12,9 +12,13 @@ if redis.call('ZSCORE', holders, jid) then
   return 1
 end
 
+-- Expired leases (a worker that died) are dropped only when they stand in the way: a scope with
+-- free slots costs no ZREMRANGEBYSCORE.
 local limit = effective_limit(limits, ARGV[4], ARGV[3])
-redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
 local free = limit - redis.call('ZCARD', holders)
+if free <= 0 and redis.call('ZREMRANGEBYSCORE', holders, '-inf', now) > 0 then
+  free = limit - redis.call('ZCARD', holders)
+end
 local score = tonumber(ARGV[7])
 if free > 0 then
   local oldest = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
