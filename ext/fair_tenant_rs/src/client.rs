@@ -91,17 +91,19 @@ impl RbClient {
         tenant: RString,
         now: f64,
     ) -> Result<Option<usize>, Error> {
-        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
-        let key = self.keys.render(&queue, &job_class, &tenant);
-        let index = self.keys.index_key(&queue, &job_class);
-        let rules = &rules.0;
-        let job = Enqueue {
-            key: &key,
-            index: &index,
-            tenant: &tenant,
-            now,
-        };
+        let push = self.push(job_class, queue, tenant);
+        let (rules, job) = (&rules.0, push.at(now));
         without_gvl(|| router::route(&self.pool, rules, &job))?.map_err(to_ruby)
+    }
+
+    /// The keys of one push: the tenant's key and the class's index.
+    fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
+        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
+        Push {
+            key: self.keys.render(&queue, &job_class, &tenant),
+            index: self.keys.index_key(&queue, &job_class),
+            tenant,
+        }
     }
 
     /// `[keys, argv]` of the route script for one push, without running it (for `bin/bench`).
@@ -114,18 +116,9 @@ impl RbClient {
         tenant: RString,
         now: f64,
     ) -> Result<RArray, Error> {
-        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
-        let key = rb_self.keys.render(&queue, &job_class, &tenant);
-        let index = rb_self.keys.index_key(&queue, &job_class);
-        let job = Enqueue {
-            key: &key,
-            index: &index,
-            tenant: &tenant,
-            now,
-        };
-        let keys =
-            ruby.ary_from_iter([key.as_slice(), index.as_slice()].map(|k| ruby.str_from_slice(k)));
-        let args = router::script_args(&rules.0, &job).map(|a| ruby.str_from_slice(&a));
+        let push = rb_self.push(job_class, queue, tenant);
+        let keys = ruby.ary_from_iter([&push.key, &push.index].map(|k| ruby.str_from_slice(k)));
+        let args = router::script_args(&rules.0, &push.at(now)).map(|a| ruby.str_from_slice(&a));
         Ok(ruby.ary_from_iter([keys, ruby.ary_from_iter(args)]))
     }
 
@@ -458,6 +451,24 @@ impl RbClient {
 
     fn route_script_sha() -> String {
         router::script_sha()
+    }
+}
+
+/// A push's keys, owned; `at` lends them to the router.
+struct Push {
+    key: Vec<u8>,
+    index: Vec<u8>,
+    tenant: Vec<u8>,
+}
+
+impl Push {
+    fn at(&self, now: f64) -> Enqueue<'_> {
+        Enqueue {
+            key: &self.key,
+            index: &self.index,
+            tenant: &self.tenant,
+            now,
+        }
     }
 }
 
