@@ -96,6 +96,10 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
         raise "TTL last set #{now - value.unpack1("G")}s before push #{i}" if now - value.unpack1("G") > 50
         raise "held #{held.size} times at push #{i}" unless held.size.between?(1, 41 + 32)
         raise "held times out of order at push #{i}" unless held == held.sort
+
+        # The tenant index follows within a second (a hundredth of the 100 s window) of the newest push.
+        lag = history.max - redis.hget("sidekiq-fair_tenant:tenants:ModelJob", "m").unpack1("G")
+        raise "tenant index #{lag}s behind at push #{i}" unless lag < 1.0 + 1e-6
       end
 
       expect(mismatches).to eq([])

@@ -73,14 +73,17 @@ pub fn ttl_ms(window: f64) -> u64 {
     (window * 1000.0).ceil().max(1.0) as u64
 }
 
-/// Decodes a tenant key's value: its enqueue times, oldest first (after the 8-byte header that
-/// says when the script last set the key's TTL).
+/// Bytes before the enqueue times in a tenant key's value; mirrored in `lua/route.lua`.
+pub const HEADER: usize = 16;
+
+/// Decodes a tenant key's value: its enqueue times, oldest first (after the 16-byte header that
+/// says when the script last set the key's TTL and last wrote the tenant's index entry).
 pub fn decode_times(value: &[u8]) -> Vec<f64> {
     if !value.len().is_multiple_of(8) {
         return Vec::new();
     }
     value
-        .get(8..)
+        .get(HEADER..)
         .unwrap_or_default()
         .chunks_exact(8)
         .map(|c| f64::from_be_bytes(c.try_into().expect("8-byte chunk")))
@@ -105,13 +108,13 @@ mod tests {
 
     #[test]
     fn decodes_big_endian_doubles_like_lua_struct_packs_them() {
-        let mut v = 1_700_000_000.0f64.to_be_bytes().to_vec();
+        let mut v = 1_700_000_000.0f64.to_be_bytes().repeat(2);
         v.extend_from_slice(&1_700_000_000.25f64.to_be_bytes());
         v.extend_from_slice(&1_700_000_001.5f64.to_be_bytes());
         assert_eq!(decode_times(&v), vec![1_700_000_000.25, 1_700_000_001.5]);
         assert!(decode_times(b"").is_empty());
-        assert!(decode_times(&v[..8]).is_empty());
-        assert!(decode_times(&v[..12]).is_empty());
+        assert!(decode_times(&v[..16]).is_empty());
+        assert!(decode_times(&v[..20]).is_empty());
     }
 
     #[test]

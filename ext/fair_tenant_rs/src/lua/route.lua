@@ -1,6 +1,7 @@
 -- Registers one enqueue of a (job class, tenant) and picks the rule that fires, atomically.
--- KEYS[1]  string: an 8-byte header (when the key's TTL was last set), then enqueue times,
---          ascending; all numbers 8-byte big-endian doubles
+-- KEYS[1]  string: a 16-byte header (when the key's TTL was last set, when the tenant's index
+--          entry was last written), then enqueue times, ascending; all numbers 8-byte big-endian
+--          doubles
 -- KEYS[2]  hash: the class's tenant index, tenant -> newest enqueue time, packed (for stats)
 -- ARGV[1]  now, as an 8-byte big-endian double
 -- ARGV[2]  TTL of the tenant's key and of the index in milliseconds (decimal text): twice the
@@ -32,24 +33,31 @@ local keep, window, index_every = struct.unpack('>ddd', spec)
 -- sidekiq-fair_tenant kept under the same name) starts afresh.
 local value = redis.pcall('GET', key)
 local n = -1
-if type(value) == 'string' and #value >= 8 and #value % 8 == 0 then
-  n = #value / 8 - 1
+local ttl_set, indexed
+if type(value) == 'string' and #value >= 16 and #value % 8 == 0 then
+  n = #value / 8 - 2
+  ttl_set, indexed = struct.unpack('>dd', value)
 end
 local last
 if n > 0 then
   last = struct.unpack('>d', value, #value - 7)
 end
+-- The class's tenant index gets this tenant's time when its entry is `index_every` old (or new).
+local fresh = n <= 0
+local index_due = fresh or now - indexed >= index_every
 
 local m -- times held once this one is in, as the rules see them
-if n >= 0 and (n == 0 or last <= now) and n < keep + SLACK
-    and now - struct.unpack('>d', value) <= window / 2 then
+if n >= 0 and (n == 0 or last <= now) and n < keep + SLACK and now - ttl_set <= window / 2 then
   redis.call('APPEND', key, packed)
+  if index_due then
+    redis.call('SETRANGE', key, 8, packed)
+  end
   m = n + 1
 else
   -- Rewrite: the times held, `now` inserted in order, the newest `keep` of them.
   local times = ''
   if n > 0 then
-    times = string.sub(value, 9)
+    times = string.sub(value, 17)
   end
   local pos = n
   if pos < 0 then
@@ -64,21 +72,26 @@ else
     times = string.sub(times, (m - keep) * 8 + 1)
     m = keep
   end
-  value = packed .. times
+  local index_time = packed
+  if not index_due then
+    index_time = string.sub(value, 9, 16)
+  end
+  value = packed .. index_time .. times
   redis.call('PSETEX', key, ARGV[2], value)
 end
 
--- The class's tenant index: tenant -> its newest enqueue time (packed). Written when the tenant
--- was idle for `index_every` seconds or more, so a greedy tenant costs it one HSET a second or
--- so, not one a push. Housekeeping only when a tenant joins it or becomes active again (its key
--- was empty): the index's TTL is pushed out, a few sampled entries older than the window are
--- dropped, and past 10,000 tenants a random one is (pcall: HRANDFIELD needs Redis 6.2).
-local fresh = n <= 0
-if fresh or last < now - index_every then
+-- The class's tenant index: tenant -> a recent enqueue time (packed), at most `index_every`
+-- seconds older than its newest, so a busy tenant costs it one HSET (and one SETRANGE of the
+-- header) every `index_every` seconds, not one a push. Its TTL is pushed out with every write.
+-- Housekeeping only when a tenant joins it or becomes active again (its key was empty): a few
+-- sampled entries older than the window are dropped, and past 10,000 tenants a random one is
+-- (pcall: HRANDFIELD needs Redis 6.2).
+if index_due then
   local index = KEYS[2]
-  if redis.call('HSET', index, ARGV[4], packed) == 1 or fresh then
-    redis.call('PEXPIRE', index, ARGV[2])
-    local stale = now - window
+  local added = redis.call('HSET', index, ARGV[4], packed)
+  redis.call('PEXPIRE', index, ARGV[2])
+  if added == 1 or fresh then
+    local stale = now - window - index_every
     local sample = redis.pcall('HRANDFIELD', index, 8, 'WITHVALUES')
     if type(sample) == 'table' then
       for i = 1, #sample, 2 do
@@ -94,14 +107,14 @@ if fresh or last < now - index_every then
   end
 end
 
--- The k-th newest time (k = 0: the newest) is at byte 9 + (m - 1 - k) * 8 of `value`; after an
+-- The k-th newest time (k = 0: the newest) is at byte 17 + (m - 1 - k) * 8 of `value`; after an
 -- APPEND the newest is `now`, which is not in `value` but is inside every window anyway.
 local chosen = -1
 local rule = 0
 for off = 25, #spec, 16 do
   local threshold, from = struct.unpack('>dd', spec, off)
   if m > threshold
-      and (threshold == 0 or struct.unpack('>d', value, (m - 1 - threshold) * 8 + 9) >= from) then
+      and (threshold == 0 or struct.unpack('>d', value, (m - 1 - threshold) * 8 + 17) >= from) then
     chosen = rule
   end
   rule = rule + 1
