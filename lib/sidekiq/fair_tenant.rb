@@ -45,11 +45,13 @@ module Sidekiq
         @config ||= Config.new
       end
 
-      # Yields the config; rebuilds the Redis pool if connection settings changed.
+      # Yields the config; rebuilds the Redis pool if connection settings changed. Compares the
+      # settings as given: working out the effective URL here could ask Sidekiq for its Redis
+      # before the app has configured it.
       def configure
-        before = config.connection_settings
+        before = config.raw_connection_settings
         yield config
-        reset_native! if config.connection_settings != before
+        reset_native! if config.raw_connection_settings != before
         config
       end
 

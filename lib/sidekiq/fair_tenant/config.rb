@@ -98,7 +98,11 @@ module Sidekiq
       end
 
       def connection_settings
-        CONNECTION_KEYS.to_h { |key| [key, public_send(key)] }.merge(redis_url: effective_redis_url)
+        raw_connection_settings.merge(redis_url: effective_redis_url)
+      end
+
+      def raw_connection_settings
+        CONNECTION_KEYS.to_h { |key| [key, public_send(key)] }
       end
 
       private
