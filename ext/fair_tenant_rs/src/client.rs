@@ -185,15 +185,8 @@ impl RbClient {
         payload: RString,
         enqueued_at: f64,
     ) -> Result<Symbol, Error> {
-        let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let jid = bytes(jid);
-        let payload = bytes(payload);
-        let req = Request {
-            scope: &scope,
-            jid: &jid,
-            lease_ms,
-            default_limit,
-        };
+        let slot = Slot::new(tag, sub, jid, lease_ms, default_limit);
+        let (req, payload) = (slot.request(), bytes(payload));
         let outcome = without_gvl(|| slots::acquire(&rb_self.pool, &req, &payload, enqueued_at))?
             .map_err(to_ruby)?;
         Ok(ruby.to_symbol(match outcome {
@@ -211,14 +204,8 @@ impl RbClient {
         lease_ms: u64,
         default_limit: u64,
     ) -> Result<u64, Error> {
-        let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let jid = bytes(jid);
-        let req = Request {
-            scope: &scope,
-            jid: &jid,
-            lease_ms,
-            default_limit,
-        };
+        let slot = Slot::new(tag, sub, jid, lease_ms, default_limit);
+        let req = slot.request();
         without_gvl(|| slots::release(&self.pool, &req))?.map_err(to_ruby)
     }
 
@@ -451,6 +438,34 @@ impl RbClient {
 
     fn route_script_sha() -> String {
         router::script_sha()
+    }
+}
+
+/// One job's slot request, owned; `request` lends it to the slot scripts.
+struct Slot {
+    scope: Scope,
+    jid: Vec<u8>,
+    lease_ms: u64,
+    default_limit: u64,
+}
+
+impl Slot {
+    fn new(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: u64) -> Self {
+        Slot {
+            scope: Scope::from_parts(bytes(tag), bytes(sub)),
+            jid: bytes(jid),
+            lease_ms,
+            default_limit,
+        }
+    }
+
+    fn request(&self) -> Request<'_> {
+        Request {
+            scope: &self.scope,
+            jid: &self.jid,
+            lease_ms: self.lease_ms,
+            default_limit: self.default_limit,
+        }
     }
 }
 
