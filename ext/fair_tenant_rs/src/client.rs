@@ -320,18 +320,8 @@ impl RbClient {
         let scope = Scope::from_parts(bytes(tag), bytes(sub));
         let d = without_gvl(|| slots::details(&rb_self.pool, &scope))?.map_err(to_ruby)?;
         let h = ruby.hash_new();
-        match slots::limit_target(scope.tag(), scope.sub()) {
-            Some(LimitTarget::Tenant(tenant, queue)) => {
-                h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
-                h.aset(
-                    ruby.to_symbol("queue"),
-                    queue.map(|q| ruby.str_from_slice(&q)),
-                )?;
-            }
-            Some(LimitTarget::Key(key)) => {
-                h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key))?;
-            }
-            None => {}
+        if let Some(target) = slots::limit_target(scope.tag(), scope.sub()) {
+            put_target(ruby, h, target)?;
         }
         let holders = ruby.ary_new_capa(d.holders.len());
         for (jid, expiry) in &d.holders {
@@ -374,20 +364,11 @@ impl RbClient {
         let limits = without_gvl(|| slots::list_limits(&rb_self.pool))?.map_err(to_ruby)?;
         let out = ruby.ary_new_capa(limits.len());
         for (tag, field, value) in limits {
+            let Some(target) = slots::limit_target(&tag, &field) else {
+                continue;
+            };
             let h = ruby.hash_new();
-            match slots::limit_target(&tag, &field) {
-                Some(LimitTarget::Tenant(tenant, queue)) => {
-                    h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
-                    h.aset(
-                        ruby.to_symbol("queue"),
-                        queue.map(|q| ruby.str_from_slice(&q)),
-                    )?;
-                }
-                Some(LimitTarget::Key(key)) => {
-                    h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key))?;
-                }
-                None => continue,
-            }
+            put_target(ruby, h, target)?;
             h.aset(ruby.to_symbol("limit"), value)?;
             out.push(h)?;
         }
@@ -438,6 +419,20 @@ impl RbClient {
 
     fn route_script_sha() -> String {
         router::script_sha()
+    }
+}
+
+/// `tenant:` and `queue:` (nil for every queue), or `key:`, of a limit's target.
+fn put_target(ruby: &Ruby, h: RHash, target: LimitTarget) -> Result<(), Error> {
+    match target {
+        LimitTarget::Tenant(tenant, queue) => {
+            h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
+            h.aset(
+                ruby.to_symbol("queue"),
+                queue.map(|q| ruby.str_from_slice(&q)),
+            )
+        }
+        LimitTarget::Key(key) => h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key)),
     }
 }
 
