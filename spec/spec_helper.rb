@@ -18,10 +18,28 @@ end
 require "sidekiq"
 require "sidekiq/fair_tenant"
 require_relative "support/jobs"
+if ENV["FAIR_TENANT_GC_STRESS"] == "1"
+  require_relative "support/gc_stress"
+  GcStress.enable!
+end
 
 Sidekiq.logger.level = Logger::ERROR
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=) # Sidekiq 6.4 calls sadd the 4.x way
 
 module SpecHelpers
+  SIDEKIQ7 = Gem::Version.new(Sidekiq::VERSION) >= Gem::Version.new("7")
+
+  # Sidekiq 7 dropped the module-level config (Sidekiq.options, Sidekiq.client_middleware, ...).
+  def sidekiq_config
+    SIDEKIQ7 ? Sidekiq.default_configuration : Sidekiq
+  end
+
+  # Moves due scheduled jobs and retries to their queues, as Sidekiq's poller does.
+  def enqueue_scheduled
+    require "sidekiq/scheduled"
+    (SIDEKIQ7 ? Sidekiq::Scheduled::Enq.new(Sidekiq.default_configuration) : Sidekiq::Scheduled::Enq.new).enqueue_jobs
+  end
+
   def redis
     @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
   end
@@ -100,4 +118,7 @@ RSpec.configure do |config|
   config.after do
     travel_back
   end
+
+  # Bulk examples (thousands of calls) would take minutes each under GC.stress; they still run without it.
+  config.filter_run_excluding(gc_stress: false) if ENV["FAIR_TENANT_GC_STRESS"] == "1"
 end

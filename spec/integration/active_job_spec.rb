@@ -34,6 +34,19 @@ RSpec.describe "ActiveJob on the Sidekiq adapter" do
     expect(job.dig("args", 0, "queue_name")).to eq("default")
   end
 
+  it "goes through the adapter this Sidekiq ships (7.3.9+: Sidekiq's own, defined by sidekiq/rails)" do
+    AjThrottledJob.perform_later(account: 7)
+
+    expect(queue_jobs("default").first["class"]).to eq("ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper")
+    adapter_file = ActiveJob::Base.queue_adapter.method(:enqueue).source_location.first
+    if Gem::Version.new(Sidekiq::VERSION) >= Gem::Version.new("7.3.9")
+      expect(adapter_file).to start_with(Gem.loaded_specs.fetch("sidekiq").full_gem_path)
+      expect(ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper).to be < Sidekiq::ActiveJob::Wrapper
+    else
+      expect(adapter_file).to start_with(Gem.loaded_specs.fetch("activejob").full_gem_path)
+    end
+  end
+
   it "reports the class's tenants through the stats API" do
     3.times { AjThrottledJob.perform_later(account: 7) }
 

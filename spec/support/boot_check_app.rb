@@ -8,7 +8,7 @@ require "sidekiq"
 require "sidekiq/fair_tenant"
 require_relative "jobs"
 
-Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server do |config|
   config.logger.level = Logger::WARN
   # Runs after the gem's own startup hook (registered when it was required).

@@ -27,7 +27,9 @@ class SidekiqProcess
   def start
     env = { "REDIS_URL" => @redis_url, "RUBYLIB" => File.join(ROOT, "lib"),
             "FAIR_TENANT_SPEC_PARENT" => Process.pid.to_s }
-    args = ["sidekiq", "-r", @app, "-c", @concurrency.to_s, *@queues.flat_map { |q| ["-q", q] }, *@args]
+    # The bundle's sidekiq (6.4 or 7.3), not whichever one PATH finds first.
+    args = [Gem.ruby, Gem.bin_path("sidekiq", "sidekiq"), "-r", @app, "-c", @concurrency.to_s,
+            *@queues.flat_map { |q| ["-q", q] }, *@args]
     @pid = Process.spawn(env, *args, chdir: ROOT, out: @log, err: @log, pgroup: true)
     self.class.started << self
     self

@@ -7,7 +7,7 @@ require "logger"
 require "sidekiq"
 require "sidekiq/fair_tenant"
 
-Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
 Sidekiq::FairTenant.configure do |config|
   config.sweep_interval = 0.3

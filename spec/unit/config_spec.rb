@@ -54,7 +54,7 @@ RSpec.describe Sidekiq::FairTenant::Config do
     expect(described_class.new({}).effective_redis_url).to eq(ENV.fetch("REDIS_URL"))
   end
 
-  it "reads Sidekiq's Redis URL (6.x: its pool), and configure never asks for it" do
+  it "reads Sidekiq 6.x's Redis URL from its pool, and configure never asks for it", unless: SpecHelpers::SIDEKIQ7 do
     Sidekiq.redis(&:ping) # Sidekiq's pool exists, built from REDIS_URL
     url = ENV.delete("REDIS_URL")
     allow(Sidekiq::FairTenant::SidekiqRedisUrl).to receive(:detect).and_call_original
@@ -63,23 +63,24 @@ RSpec.describe Sidekiq::FairTenant::Config do
 
     expect(described_class.new({}).effective_redis_url).to eq(url) # Sidekiq's own pool points there
   ensure
-    ENV["REDIS_URL"] = url
+    ENV["REDIS_URL"] = url if url
     Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }
   end
 
-  # Sidekiq 7+ is not installed here: a stand-in for its Config with the two methods that matter.
-  it "reads Sidekiq 7+'s settings through a throwaway pool, never Sidekiq's own, and brackets IPv6 hosts" do
-    client_config = Struct.new(:host, :port, :db, :password, :username, :ssl, :path)
-                          .new("::1", 6380, 2, "s3cret", "default", false, nil)
-    conn = Struct.new(:config).new(client_config)
-    sidekiq7 = Object.new
-    sidekiq7.define_singleton_method(:redis_pool) { raise "Sidekiq's own pool must stay unbuilt" }
-    sidekiq7.define_singleton_method(:new_redis_pool) { |_size, _name| ConnectionPool.new(size: 1) { conn } }
-    Sidekiq.define_singleton_method(:default_configuration) { sidekiq7 }
+  # Sidekiq 7+ builds its internal pool once, on first use: reading the URL must not build it early.
+  it "reads Sidekiq 7's settings through a throwaway pool, never Sidekiq's own, and brackets IPv6 hosts",
+     if: SpecHelpers::SIDEKIQ7 do
+    config = Sidekiq.default_configuration
+    saved = config.instance_variable_get(:@redis_config)
+    own_pool = config.instance_variable_get(:@redis)
+    config.instance_variable_set(:@redis, nil)
+    config.redis = { url: "redis://:s3cret@[::1]:6380/2" }
 
     expect(Sidekiq::FairTenant::SidekiqRedisUrl.detect).to eq("redis://:s3cret@[::1]:6380/2")
+    expect(config.instance_variable_get(:@redis)).to be_nil
   ensure
-    Sidekiq.singleton_class.send(:remove_method, :default_configuration)
+    config.instance_variable_set(:@redis_config, saved)
+    config.instance_variable_set(:@redis, own_pool)
   end
 
   it "rebuilds the native client when connection settings change, not otherwise" do
