@@ -5,7 +5,7 @@ require "logger"
 require "sidekiq"
 require "sidekiq/fair_tenant"
 
-Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
 
 # A job that only counts itself (one INCR), without slots.

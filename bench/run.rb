@@ -1,22 +1,16 @@
-#!/usr/bin/env ruby
 # frozen_string_literal: true
 
 # Enqueue benchmark: plain Sidekiq pushes vs pushes through the fair-tenant middleware, against
 # a private redis-server, all in one run so the figures are ratios measured side by side.
 #
-#   bin/bench                 # defaults
+#   bin/bench                 # defaults (bin/bench runs bin/setup, then this file under Bundler)
 #   PUSHES=50000 bin/bench    # more pushes per mode
+#   BUNDLE_GEMFILE=gemfiles/sidekiq7.gemfile bin/bench   # on Sidekiq 7.3
 #
 # Modes (all push the same job class, whose sidekiq_options carry the two rules):
 #   plain        Sidekiq push, no middleware
 #   floor        plain push + one no-op EVALSHA on the gem's own pool (the design's floor)
 #   fair_tenant  the real middleware: 2 rules, 50 tenants round-robin
-unless ENV["FAIR_TENANT_BENCH_SETUP_DONE"]
-  system(File.expand_path("setup", __dir__), exception: true)
-  ENV["FAIR_TENANT_BENCH_SETUP_DONE"] = "1"
-  exec(Gem.ruby, __FILE__, *ARGV)
-end
-
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "etc"
 require "logger"
@@ -52,9 +46,11 @@ class NoopEvalMiddleware
 end
 
 def chain_with(*middleware)
-  Sidekiq.client_middleware do |chain|
-    chain.clear
-    middleware.each { |m| chain.add(m) }
+  Sidekiq.configure_client do |config|
+    config.client_middleware do |chain|
+      chain.clear
+      middleware.each { |m| chain.add(m) }
+    end
   end
 end
 
@@ -244,11 +240,11 @@ puts format("  %.2f EVALSHA (round trips) per job, %.2f Redis commands per job, 
 
 # Real `sidekiq -c 10` draining PERFORMS no-op jobs, without and with slots.
 require_relative "../spec/support/sidekiq_process"
-require_relative "../bench/perform_app"
+require_relative "perform_app"
 drain = lambda do |job_class|
   redis.flushdb
   sidekiq = SidekiqProcess.new(redis_url: server.url, concurrency: 10,
-                               app: File.expand_path("../bench/perform_app.rb", __dir__)).start
+                               app: File.expand_path("perform_app.rb", __dir__)).start
   sleep 0.05 until redis.scard("processes").positive? # booted and fetching
   started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   Sidekiq::Client.push_bulk("class" => job_class, "args" => Array.new(PERFORMS) { |i| [i] },

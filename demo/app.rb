@@ -8,11 +8,15 @@ require "logger"
 require "sidekiq"
 require "sidekiq/fair_tenant"
 
-Redis.silence_deprecations = true # Sidekiq 6.4 calls sadd the redis-rb 4.8 way
-Sidekiq.configure_server { |config| config.logger.level = Logger::WARN } # no start/done line per job
+Redis.silence_deprecations = true if defined?(Redis) # Sidekiq 6.4 calls sadd the redis-rb 4.8 way
+Sidekiq.configure_server do |config|
+  config.logger.level = Logger::WARN # no start/done line per job
+  config.on(:startup) { Sidekiq.redis { |conn| conn.set(Demo::SERVER_VERSION_KEY, Sidekiq::VERSION) } }
+end
 
 module Demo
   RECORDS_KEY = "demo:records"
+  SERVER_VERSION_KEY = "demo:server_sidekiq_version"
   THROTTLE_THRESHOLD = Integer(ENV.fetch("FAIR_TENANT_DEMO_THRESHOLD", "20"))
   # Running jobs per tenant (and original queue); bin/demo sets it from --slot-limit (threads - 1).
   SLOT_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_SLOT_LIMIT", "9"))

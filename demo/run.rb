@@ -1,30 +1,19 @@
-#!/usr/bin/env ruby
 # frozen_string_literal: true
 
-# Demo: what a greedy tenant does to everyone else's wait: plain Sidekiq (FIFO), fair-tenant re-routing,
-# and re-routing plus per-tenant concurrency slots, side by side.
+# The demo (bin/demo runs it after bin/setup, under Bundler): what a greedy tenant does to everyone
+# else's wait: plain Sidekiq (FIFO), fair-tenant re-routing, and re-routing plus per-tenant concurrency
+# slots, side by side.
 # Real Sidekiq server processes (demo/app.rb) run the jobs; this process enqueues, waits, reports and
 # charts (gnuplot). Each mode runs on a freshly flushed Redis DB: REDIS_URL if given (it is flushed!),
-# else a private redis-server.
-#
-#   bin/demo                                  # mega-merchant: 3,000 greedy jobs, then 20 tenants x 3 jobs
-#   bin/demo --scenario two-megas             # two greedy tenants; adds Jain's index between them
-#   bin/demo --scenario long-jobs             # 200 ms jobs, greedy enqueues above capacity, small ones trickle
-#   bin/demo --modes plain,slots --slot-limit 8
-#   bin/demo --help
-unless ENV["FAIR_TENANT_DEMO_SETUP_DONE"]
-  system(File.expand_path("setup", __dir__), exception: true)
-  ENV["FAIR_TENANT_DEMO_SETUP_DONE"] = "1"
-  exec(Gem.ruby, __FILE__, *ARGV)
-end
-
+# else a private redis-server. The Sidekiq version is the bundle's: BUNDLE_GEMFILE=gemfiles/sidekiq7.gemfile
+# runs it on Sidekiq 7.3.
 ROOT = File.expand_path("..", __dir__)
 $LOAD_PATH.unshift(File.join(ROOT, "lib"))
 require "fileutils"
 require "json"
 require "logger"
 require "optparse"
-require_relative "../demo/report"
+require_relative "report"
 
 SMALL_JOBS_PER_TENANT = 3
 MODES = %w[plain fair_tenant fair_tenant+slots].freeze
@@ -68,9 +57,9 @@ ENV["SIDEKIQ_FAIR_TENANT_REDIS_URL"] = ENV.fetch("REDIS_URL")
 ENV["FAIR_TENANT_DEMO_SLOT_LIMIT"] = options[:slot_limit].to_s # read by demo/app.rb, here and in Sidekiq
 require "sidekiq"
 require "sidekiq/fair_tenant"
-require_relative "../demo/app"
+require_relative "app"
 Sidekiq.logger.level = Logger::WARN
-Redis.silence_deprecations = true
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_client { |c| c.redis = { url: ENV.fetch("REDIS_URL"), size: 5 } }
 
 def now = Time.now.to_f
@@ -133,12 +122,18 @@ def start_sidekiq(threads, log)
                       chdir: ROOT, pgroup: true, in: File::NULL, out: log, err: log)
   $sidekiq_pids << pid # rubocop:disable Style/GlobalVars
   deadline = now + 30
-  until redis.scard("processes").positive?
+  until redis.scard("processes").positive? && redis.exists?(Demo::SERVER_VERSION_KEY)
     raise "Sidekiq did not start; see #{log}" if now > deadline || Process.wait(pid, Process::WNOHANG)
 
     sleep 0.05
   end
+  $sidekiq_version ||= server_version # rubocop:disable Style/GlobalVars
   pid
+end
+
+# The Sidekiq version the server process itself loaded (demo/app.rb records it at startup).
+def server_version
+  redis.get(Demo::SERVER_VERSION_KEY) || "unknown"
 end
 
 def stop_process_group(pid)
@@ -329,6 +324,7 @@ ensure
 end
 
 o = options
+puts "Sidekiq #{$sidekiq_version} server processes, Ruby #{RUBY_VERSION}" # rubocop:disable Style/GlobalVars
 puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs, %d threads, seed %d, " \
             "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds)", o[:scenario], o[:jobs],
             o[:small_tenants], SMALL_JOBS_PER_TENANT, o[:job_ms], o[:threads], o[:seed], Demo::THROTTLE_THRESHOLD,

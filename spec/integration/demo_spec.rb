@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "open3"
+require "sidekiq"
 require "tmpdir"
 require_relative "../../demo/report"
 
@@ -60,6 +61,7 @@ RSpec.describe "bin/demo" do
       stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
       expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
 
+      expect(stdout).to include("Sidekiq #{Sidekiq::VERSION} server processes") # this bundle's Sidekiq
       expect(stdout).to match(/^ideal small-tenant wait \d+\.\d+s = R /)
       expect(stdout).to include("slot limit 3 per tenant (lease 60s)")
       modes = %w[plain fair_tenant fair_tenant+slots]
