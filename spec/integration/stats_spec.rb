@@ -40,6 +40,7 @@ RSpec.describe Sidekiq::FairTenant::Stats do
   end
 
   it "reports each tenant's count per rule window, its next queue and its last re-route" do
+    started = Time.now
     6.times { ThrottledJob.perform_async(1) }
     2.times { ThrottledJob.perform_async(2) }
 
@@ -49,7 +50,7 @@ RSpec.describe Sidekiq::FairTenant::Stats do
     expect(greedy).to include(tenant: "tenant-1", next_queue: "throttled_4x", throttled: true)
     expect(greedy[:windows]).to eq([{ queue: "throttled_2x", threshold: 3, per: 60.0, count: 6 },
                                     { queue: "throttled_4x", threshold: 5, per: 10.0, count: 6 }])
-    expect(greedy[:last_rerouted_at]).to be_within(1).of(Time.now)
+    expect(greedy[:last_rerouted_at]).to be_between(started - 0.01, Time.now)
 
     calm = stats.tenant(ThrottledJob, "tenant-2")
     expect(calm).to include(next_queue: "default", throttled: false, last_rerouted_at: nil)
@@ -77,7 +78,7 @@ RSpec.describe Sidekiq::FairTenant::Stats do
     expect { stats.tenants("NoSuchJob") }.to raise_error(ArgumentError, /unknown job class/)
   end
 
-  it "stays cheap on 10,000 tenants" do
+  it "stays cheap on 10,000 tenants", gc_stress: false do
     native = Sidekiq::FairTenant.native
     rules = Sidekiq::FairTenant::JobClasses.rules(ThrottledJob)
     now = Time.now.to_f
