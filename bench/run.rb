@@ -199,6 +199,44 @@ bytes = redis.call("MEMORY", "USAGE", key, "SAMPLES", "0")
 puts format("greedy tenant after 100,000 enqueues: %d entries, MEMORY USAGE %d bytes (%.1f KB), TTL %ds",
             redis.strlen(key) / 8, bytes, bytes / 1024.0, redis.ttl(key))
 
+# The gem's own Redis unreachable while Sidekiq's is up: every push fails open to its original queue, and only
+# the one that finds Redis gone (then one probe per reconnect_backoff) waits for a timeout. Plain pushes and
+# pushes through the middleware take turns in blocks, as above.
+DOWN_PUSHES = Integer(ENV.fetch("DOWN_PUSHES", "4000"))
+
+def down_rates
+  totals = Hash.new(0.0)
+  (DOWN_PUSHES / BLOCK).times do |block|
+    [[:plain, []], [:fair_tenant, [Sidekiq::FairTenant::ClientMiddleware]]].rotate(block).each do |mode, chain|
+      chain_with(*chain)
+      started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+      BLOCK.times { |i| BenchRoutedJob.set(fair_tenant: TENANTS[i % TENANTS.size]).perform_async(i) }
+      totals[mode] += Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    end
+  end
+  totals.transform_values { |elapsed| DOWN_PUSHES / elapsed }
+end
+
+paused = RedisServer.new.start
+puts
+puts "the gem's Redis down, Sidekiq's up (#{DOWN_PUSHES} pushes per mode, 1 thread, timeouts 0.5 s, " \
+     "reconnect_backoff #{Sidekiq::FairTenant.config.reconnect_backoff} s):"
+{ "refused" => "redis://127.0.0.1:#{RedisServer.free_port}/0",
+  "unresolvable" => "redis://no-such-host.invalid:6379/0",
+  "stalled (CLIENT PAUSE)" => paused.url }.each do |how, url|
+  Sidekiq::FairTenant.configure { |c| c.redis_url = url }
+  paused.redis.call("CLIENT", "PAUSE", "600000", "ALL") if how.start_with?("stalled")
+  rates = down_rates
+  puts format("  %-24s plain %6.0f pushes/s, fair_tenant %6.0f pushes/s (%.2fx plain), %d connection attempts",
+              how, rates[:plain], rates[:fair_tenant], rates[:fair_tenant] / rates[:plain],
+              Sidekiq::FairTenant.native.pool_stats[:connects])
+ensure
+  paused.redis.call("CLIENT", "UNPAUSE") if how.start_with?("stalled")
+end
+paused.stop
+Sidekiq::FairTenant.configure { |c| c.redis_url = server.url }
+chain_with(Sidekiq::FairTenant::ClientMiddleware)
+
 # ---------------------------------------------------------------------------------------------
 # Perform side (concurrency slots): the server middleware driven in-process with a no-op job.
 class BenchSlotJob

@@ -67,7 +67,8 @@ module Sidekiq
 
         settings = config.connection_settings
         client = Native::Client.new(settings[:redis_url], settings[:pool_size], settings[:connect_timeout],
-                                    settings[:read_timeout], settings[:write_timeout], settings[:enqueues_key])
+                                    settings[:read_timeout], settings[:write_timeout], settings[:reconnect_backoff],
+                                    settings[:enqueues_key])
         @native_pid = ::Process.pid
         @native = client
       end

@@ -22,6 +22,7 @@ RSpec.describe "Robustness" do
       c.connect_timeout = 0.2
       c.read_timeout = 0.2
       c.write_timeout = 0.2
+      c.reconnect_backoff = 0.5
     end
   end
 
@@ -29,6 +30,20 @@ RSpec.describe "Robustness" do
     Sidekiq::FairTenant.configure do |c|
       c.redis_url = nil
       c.connect_timeout = c.read_timeout = c.write_timeout = 0.5
+      c.reconnect_backoff = 1
+    end
+  end
+
+  # Pushes until one is re-routed again; returns how long that took.
+  def until_routed(queue, deadline: 5)
+    started = monotonic
+    before = queue_size(queue)
+    loop do
+      NoTenantJob.set(fair_tenant: "t").perform_async
+      return monotonic - started if queue_size(queue) > before
+      raise "routing did not resume within #{deadline} s" if monotonic - started > deadline
+
+      sleep 0.02
     end
   end
 
@@ -51,19 +66,40 @@ RSpec.describe "Robustness" do
     NoTenantJob.set(fair_tenant: "t").perform_async
     server.stop
 
-    started = monotonic
     log = capture_log { 5.times { NoTenantJob.set(fair_tenant: "t").perform_async } }
-    elapsed = monotonic - started
 
     expect(queue_size("default")).to eq(5)
     expect(queue_size("slow")).to eq(1)
     expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
     expect(log).to match(/ConnectionError: .*127\.0\.0\.1:#{server.port}/)
-    expect(elapsed).to be < 5 # each push waits at most the connect timeout, never hangs
 
     server.start
-    NoTenantJob.set(fair_tenant: "t").perform_async
-    expect(queue_size("slow")).to eq(2)
+    expect(until_routed("slow")).to be < 0.5 + 1 # the backoff, then the first probe
+  end
+
+  # Refused, unresolvable, stalled: one attempt per backoff, the pushes in between fail open at once.
+  {
+    "refused" => ->(_server) { "redis://127.0.0.1:#{RedisServer.free_port}/0" },
+    "unresolvable" => ->(_server) { "redis://no-such-host.invalid:6379/0" },
+    "stalled (CLIENT PAUSE)" => ->(server) { server.url }
+  }.each do |how, url|
+    it "costs one wait per backoff, not one per push, while Redis is #{how}" do
+      Sidekiq::FairTenant.configure { |c| c.redis_url = url.call(server) }
+      client = Sidekiq::FairTenant.native
+      server.redis.call("CLIENT", "PAUSE", "3000", "ALL") if how.start_with?("stalled")
+
+      started = monotonic
+      200.times { NoTenantJob.set(fair_tenant: "t").perform_async }
+      elapsed = monotonic - started
+      stats = client.pool_stats
+
+      expect(queue_size("default")).to eq(200) # every job enqueued, on its original queue
+      expect(stats[:down]).to be(true)
+      # The first push finds Redis unreachable; after that, one probe per 0.5 s backoff at most.
+      expect(stats[:connects]).to be <= 1 + (elapsed / 0.5).floor + 1
+    ensure
+      server.redis.call("CLIENT", "UNPAUSE") if how.start_with?("stalled")
+    end
   end
 
   it "fails open on a stalled Redis within the read timeout, and the pool stays usable" do
@@ -113,6 +149,7 @@ RSpec.describe "Robustness" do
 
     stats = client.pool_stats
     expect(stats[:open]).to eq(stats[:idle])
+    sleep 0.5 if client.pool_stats[:down] # the victims' read timeouts started a backoff
     expect(client.ping).to be(true)
   end
 

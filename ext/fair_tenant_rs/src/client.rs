@@ -54,6 +54,7 @@ impl RbClient {
         connect_timeout: f64,
         read_timeout: f64,
         write_timeout: f64,
+        reconnect_backoff: f64,
         enqueues_key: String,
     ) -> Result<Self, Error> {
         let config = PoolConfig {
@@ -62,6 +63,7 @@ impl RbClient {
             connect_timeout: seconds(ruby, "connect_timeout", connect_timeout)?,
             read_timeout: seconds(ruby, "read_timeout", read_timeout)?,
             write_timeout: seconds(ruby, "write_timeout", write_timeout)?,
+            backoff: seconds(ruby, "reconnect_backoff", reconnect_backoff)?,
         };
         let keys = KeyFormat::parse(&enqueues_key)
             .map_err(|e| to_ruby(crate::error::Error::Configuration(e.to_string())))?;
@@ -407,6 +409,8 @@ impl RbClient {
         h.aset(ruby.to_symbol("size"), s.size)?;
         h.aset(ruby.to_symbol("open"), s.open)?;
         h.aset(ruby.to_symbol("idle"), s.idle)?;
+        h.aset(ruby.to_symbol("connects"), s.connects)?;
+        h.aset(ruby.to_symbol("down"), s.down)?;
         Ok(h)
     }
 
@@ -494,7 +498,7 @@ fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Client", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbClient::new, 6))?;
+    class.define_singleton_method("new", magnus::function!(RbClient::new, 7))?;
     class.define_singleton_method(
         "route_script_sha",
         magnus::function!(RbClient::route_script_sha, 0),

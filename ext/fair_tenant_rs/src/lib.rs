@@ -1,13 +1,14 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`],
-//! [`keys`], [`pool`], [`queues`], [`router`], [`slots`], [`stats`], [`error`]. Binding layer, one file per Ruby class:
+//! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`slots`], [`stats`], [`error`]. Binding layer, one file per Ruby class:
 //! `client` (`Native::Client`), `rule_set` (`Native::RuleSet`), `concurrency_rule`
 //! (`Native::Concurrency`), `queue_plan` (`Native::QueuePlan`); shared glue in `helpers`.
 
 pub mod concurrency;
 pub mod error;
 pub mod keys;
+pub mod outage;
 pub mod pool;
 pub mod queues;
 pub mod router;

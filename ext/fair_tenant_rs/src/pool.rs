@@ -7,16 +7,21 @@
 //!   I/O, protocol or timeout error, so a half-read reply never reaches the next caller;
 //! - fork safe: the pool remembers the pid that filled it. In a forked child the inherited
 //!   connections are closed (plain `close(2)`, which leaves the parent's socket working)
-//!   and never read or written.
+//!   and never read or written;
+//! - fail fast: once a call finds the server unreachable (refused, unresolvable, timed out, dropped),
+//!   the idle connections are closed and every call fails at once for `backoff`, then one call
+//!   probes ([`Outage`]): a dead Redis costs one wait, not one per push.
 //!
 //! The lock only guards pushing and popping idle connections; no I/O happens under it.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Connection, RedisResult};
 
 use crate::error::{Error, Result};
+use crate::outage::{marks_down, Outage};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolConfig {
@@ -25,6 +30,8 @@ pub struct PoolConfig {
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
     pub write_timeout: Duration,
+    /// How long calls fail fast after the server was found unreachable.
+    pub backoff: Duration,
 }
 
 struct State {
@@ -32,6 +39,9 @@ struct State {
     /// Idle plus checked out.
     open: usize,
     pid: u32,
+    outage: Outage,
+    /// Connection attempts so far, failed ones included.
+    connects: u64,
 }
 
 pub struct Pool {
@@ -40,6 +50,8 @@ pub struct Pool {
     server: String,
     state: Mutex<State>,
     returned: Condvar,
+    /// Mirrors `state.outage.is_down()`, so a successful call need not take the lock.
+    down: AtomicBool,
 }
 
 /// Counters for tests and stats.
@@ -48,6 +60,9 @@ pub struct PoolStats {
     pub open: usize,
     pub idle: usize,
     pub size: usize,
+    pub connects: u64,
+    /// Failing fast after the server was found unreachable.
+    pub down: bool,
 }
 
 impl Pool {
@@ -74,8 +89,11 @@ impl Pool {
                 idle: Vec::with_capacity(config.size),
                 open: 0,
                 pid: std::process::id(),
+                outage: Outage::default(),
+                connects: 0,
             }),
             returned: Condvar::new(),
+            down: AtomicBool::new(false),
             config,
         })
     }
@@ -92,6 +110,8 @@ impl Pool {
             open: st.open,
             idle: st.idle.len(),
             size: self.config.size,
+            connects: st.connects,
+            down: st.outage.is_down(),
         }
     }
 
@@ -101,32 +121,64 @@ impl Pool {
         let mut conn = self.checkout()?;
         let result = f(conn.get());
         match result {
-            Ok(v) => Ok(v),
+            Ok(v) => {
+                if self.down.load(Ordering::Relaxed) {
+                    self.recovered();
+                }
+                Ok(v)
+            }
             Err(e) => {
                 if breaks_connection(&e) {
                     conn.discard();
                 }
-                Err(Error::from_redis(&e, &self.server))
+                let err = Error::from_redis(&e, &self.server);
+                drop(conn);
+                if marks_down(&err) {
+                    self.mark_down(&err);
+                }
+                Err(err)
             }
         }
+    }
+
+    /// The server is unreachable: close the idle connections (they are as dead as the one that
+    /// failed) and fail fast for the backoff.
+    fn mark_down(&self, cause: &Error) {
+        let mut st = self.state.lock();
+        let closed = st.idle.len();
+        st.idle.clear();
+        st.open -= closed;
+        st.outage.failed(Instant::now(), self.config.backoff, cause);
+        self.down.store(true, Ordering::Relaxed);
+        drop(st);
+        self.returned.notify_all();
+    }
+
+    fn recovered(&self) {
+        let mut st = self.state.lock();
+        st.outage.succeeded();
+        self.down.store(false, Ordering::Relaxed);
     }
 
     fn checkout(&self) -> Result<Checkout<'_>> {
         let deadline = Instant::now() + self.config.connect_timeout;
         let mut st = self.state.lock();
         self.adopt_after_fork(&mut st);
+        st.outage.admit(Instant::now(), self.config.backoff)?;
         loop {
             if let Some(c) = st.idle.pop() {
                 return Ok(Checkout::new(self, c, st.pid));
             }
             if st.open < self.config.size {
                 st.open += 1;
+                st.connects += 1;
                 let pid = st.pid;
                 drop(st);
                 return match self.connect() {
                     Ok(c) => Ok(Checkout::new(self, c, pid)),
                     Err(e) => {
                         self.forget_one(pid);
+                        self.mark_down(&e);
                         Err(e)
                     }
                 };
@@ -255,6 +307,7 @@ mod tests {
             connect_timeout: Duration::from_millis(200),
             read_timeout: Duration::from_millis(200),
             write_timeout: Duration::from_millis(200),
+            backoff: Duration::from_millis(300),
         }
     }
 
@@ -308,5 +361,24 @@ mod tests {
             assert!(err.message().contains("127.0.0.1:1"), "{err}");
         }
         assert_eq!(pool.stats().open, 0);
+    }
+
+    #[test]
+    fn fails_fast_after_a_refusal_and_probes_once_the_backoff_is_over() {
+        let pool = Pool::new(config("redis://127.0.0.1:1/0")).unwrap();
+        let ping = || pool.with(|c| redis::cmd("PING").query::<String>(c));
+        let first = ping().unwrap_err();
+        for _ in 0..1000 {
+            let err = ping().unwrap_err();
+            assert!(err.message().contains("failing fast"), "{err}");
+            assert!(err.message().contains(first.message()), "{err}");
+        }
+        assert_eq!(pool.stats().connects, 1);
+        assert!(pool.stats().down);
+        std::thread::sleep(Duration::from_millis(300));
+        let probe = ping().unwrap_err();
+        assert!(!probe.message().contains("failing fast"), "{probe}");
+        assert!(ping().unwrap_err().message().contains("failing fast"));
+        assert_eq!(pool.stats().connects, 2);
     }
 }

@@ -23,12 +23,14 @@ module Sidekiq
         connect_timeout: 0.5,
         read_timeout: 0.5,
         write_timeout: 0.5,
+        reconnect_backoff: 1,
         sweep_interval: 5,
         sweep_batch: 100
       }.freeze
 
       # Settings that the native Redis client is built from.
-      CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout].freeze
+      CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout
+                           reconnect_backoff].freeze
 
       attr_reader(*DEFAULTS.keys)
       attr_writer :logger
@@ -80,6 +82,11 @@ module Sidekiq
 
       def write_timeout=(value)
         @write_timeout = positive(:write_timeout, value)
+      end
+
+      # Seconds during which calls fail open at once after Redis was found unreachable (then one probes).
+      def reconnect_backoff=(value)
+        @reconnect_backoff = positive(:reconnect_backoff, value)
       end
 
       # Seconds between two sweeps of expired concurrency leases in each server process.
