@@ -1,13 +1,36 @@
 # frozen_string_literal: true
 
-require "rake/extensiontask"
+require "rubygems/package_task"
+require_relative "native_gem"
 
 # Share the workspace's target/ with plain cargo commands so rebuilds are incremental; extconf.rb keeps a
 # CARGO_TARGET_DIR it was given instead of deleting it after `make install`.
 ENV["CARGO_TARGET_DIR"] = File.expand_path("../target", __dir__) if ENV.fetch("CARGO_TARGET_DIR", "").empty?
 
-Rake::ExtensionTask.new("fair_tenant_rs") do |ext|
+gemspec = Gem::Specification.load(File.expand_path("../sidekiq-fair_tenant-rs.gemspec", __dir__))
+lib_dir = "lib/sidekiq/fair_tenant/#{RUBY_VERSION[/\A\d+\.\d+/]}"
+
+# A checkout compiled before lib_dir had a version directory keeps a siteconf that installs into
+# lib/sidekiq/fair_tenant/: delete it, and rake-compiler writes it (and the Makefile) again.
+Dir.chdir(File.expand_path("..", __dir__)) do
+  siteconf = "tmp/#{RUBY_PLATFORM}/fair_tenant_rs/#{RUBY_VERSION}/.rake-compiler-siteconf.rb"
+  File.delete(siteconf) if File.exist?(siteconf) && !File.read(siteconf).include?(File.expand_path(lib_dir))
+end
+
+# `rake compile` and `rake native gem` (the platform gem) both put the library in a directory per Ruby minor
+# version, where lib/sidekiq/fair_tenant/native.rb looks first.
+NativeGemExtensionTask.new("fair_tenant_rs", gemspec) do |ext|
   ext.ext_dir = "ext/fair_tenant_rs"
-  ext.lib_dir = "lib/sidekiq/fair_tenant"
+  ext.lib_dir = lib_dir
   ext.source_pattern = "{**/*.rs,**/*.lua,Cargo.toml}"
+  # The platform gem carries the compiled library, not what compiling it takes.
+  ext.native_gem do |spec|
+    spec.files.reject! { |path| path.start_with?("ext/") || path.match?(/\ACargo\.(toml|lock)\z/) }
+  end
+end
+
+# `rake gem`: the source gem, pkg/sidekiq-fair_tenant-rs-<version>.gem; with `native` first, the platform gem too.
+Gem::PackageTask.new(gemspec) do |pkg|
+  pkg.need_zip = false
+  pkg.need_tar = false
 end

@@ -3,6 +3,7 @@
 require "find"
 require "fileutils"
 require "rbconfig"
+require_relative "native_smoke"
 
 module PackageSmoke
   ROOT = File.expand_path("..", __dir__)
@@ -54,22 +55,35 @@ module PackageSmoke
     Dir.glob("**/target", File::FNM_DOTMATCH, base: dir).select { |path| File.directory?(File.join(dir, path)) }
   end
 
-  def gem_path
-    ([GEM_HOME] + Gem.path).uniq.join(File::PATH_SEPARATOR)
+  def gem_path(home = GEM_HOME)
+    ([home] + Gem.path).uniq.join(File::PATH_SEPARATOR)
   end
 
-  def load_and_enqueue
-    env = { "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path, "SMOKE_GEM_HOME" => GEM_HOME }
+  def load_and_enqueue(home = GEM_HOME, platform = "ruby")
+    env = { "GEM_HOME" => home, "GEM_PATH" => gem_path(home), "SMOKE_GEM_HOME" => home, "SMOKE_PLATFORM" => platform }
     run(env, RbConfig.ruby, File.join(__dir__, "package_smoke.rb"))
   end
 end
 
 namespace :package do
-  desc "Build the gem, install it from source into tmp/, check its size, require it and enqueue a job"
+  desc "Build the source gem, install it (compiling) into tmp/, check its size, require it and enqueue a job; " \
+       "then the same with the platform gem (rake native gem), which must install without compiling"
   task :smoke do
     spec, gem_file = PackageSmoke.build
     PackageSmoke.install(gem_file)
     PackageSmoke.check_installed(spec)
     PackageSmoke.load_and_enqueue
+
+    %w[native gem].each { |name| Rake::Task[name].invoke }
+    NativeSmoke.check_contents(NativeSmoke.gem_file)
+    NativeSmoke.install_here(NativeSmoke.gem_file)
+    PackageSmoke.load_and_enqueue(NativeSmoke::GEM_HOME, NativeSmoke.platform)
+  end
+
+  desc "Build the platform gem, install it on a brand-new Debian 12 root with Debian's Ruby and Sidekiq but " \
+       "no Rust, compiler or libclang, require it and re-route a job (several minutes; not in bin/test)"
+  task native_smoke: %w[native gem] do
+    NativeSmoke.check_contents(NativeSmoke.gem_file)
+    NativeSmoke.fresh_machine(NativeSmoke.gem_file)
   end
 end

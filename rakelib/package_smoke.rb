@@ -1,7 +1,8 @@
 # frozen_string_literal: true
 
-# Run by `rake package:smoke` against the gem installed in a temporary GEM_HOME: loads it, then pushes a job
-# that must be re-routed to its throttled queue, using a redis-server of its own.
+# Run by `rake package:smoke` against the gem installed in a temporary GEM_HOME, and by `rake package:native_smoke`
+# on a fresh Debian root: loads it, checks which gem and extension were loaded (SMOKE_GEM_HOME, SMOKE_PLATFORM),
+# then pushes a job that must be re-routed to its throttled queue, using a redis-server of its own.
 
 require "socket"
 
@@ -38,6 +39,14 @@ dlext = RbConfig::CONFIG["DLEXT"]
 native = $LOADED_FEATURES.grep(%r{/sidekiq/fair_tenant/(\d+\.\d+/)?fair_tenant_rs\.#{dlext}\z}).first
 puts "loaded #{native}"
 check("extension loaded from #{ENV.fetch("SMOKE_GEM_HOME")}", native&.start_with?(ENV.fetch("SMOKE_GEM_HOME")))
+spec = Gem.loaded_specs.fetch("sidekiq-fair_tenant-rs")
+check("#{spec.full_name} loaded, platform #{ENV.fetch("SMOKE_PLATFORM")}", spec.platform.to_s == ENV["SMOKE_PLATFORM"])
+if spec.platform.to_s != "ruby"
+  minor = RUBY_VERSION[/\A\d+\.\d+/]
+  version_dir = "#{spec.full_gem_path}/lib/sidekiq/fair_tenant/#{minor}/"
+  check("the platform gem's library for Ruby #{minor}", native.start_with?(version_dir))
+end
+puts "build_info: #{Sidekiq::FairTenant::Native.build_info}"
 
 port = free_port
 pid = Process.spawn("redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
