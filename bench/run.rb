@@ -204,17 +204,23 @@ puts format("greedy tenant after 100,000 enqueues: %d entries, MEMORY USAGE %d b
 # pushes through the middleware take turns in blocks, as above.
 DOWN_PUSHES = Integer(ENV.fetch("DOWN_PUSHES", "4000"))
 
-def down_rates
+# Pushes/s of each setup, the setups taking turns in blocks of BLOCK pushes.
+def alternating_rates(pushes, setups)
   totals = Hash.new(0.0)
-  (DOWN_PUSHES / BLOCK).times do |block|
-    [[:plain, []], [:fair_tenant, [Sidekiq::FairTenant::ClientMiddleware]]].rotate(block).each do |mode, chain|
-      chain_with(*chain)
+  (pushes / BLOCK).times do |block|
+    setups.to_a.rotate(block).each do |name, setup|
+      setup.call
       started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
       BLOCK.times { |i| BenchRoutedJob.set(fair_tenant: TENANTS[i % TENANTS.size]).perform_async(i) }
-      totals[mode] += Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+      totals[name] += Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
     end
   end
-  totals.transform_values { |elapsed| DOWN_PUSHES / elapsed }
+  totals.transform_values { |elapsed| pushes / elapsed }
+end
+
+def down_rates
+  alternating_rates(DOWN_PUSHES, plain: -> { chain_with },
+                                 fair_tenant: -> { chain_with(Sidekiq::FairTenant::ClientMiddleware) })
 end
 
 paused = RedisServer.new.start
@@ -236,6 +242,28 @@ end
 paused.stop
 Sidekiq::FairTenant.configure { |c| c.redis_url = server.url }
 chain_with(Sidekiq::FairTenant::ClientMiddleware)
+
+# The gem's Redis over TLS (a throwaway CA, a redis-server with --tls-port) against plain TCP, same run.
+require_relative "../spec/support/test_certificates"
+certs = TestCertificates.new
+tls_server = RedisServer.new(tls: certs).start
+tls_pushes = Integer(ENV.fetch("TLS_PUSHES", PUSHES.to_s))
+rates = alternating_rates(tls_pushes,
+                          tcp: -> { Sidekiq::FairTenant.configure { |c| c.redis_url = server.url } },
+                          tls: lambda {
+                            Sidekiq::FairTenant.configure do |c|
+                              c.redis_url = tls_server.url
+                              c.ssl_ca_file = certs.ca_file
+                            end
+                          })
+puts
+puts format("the gem's Redis over TLS (rustls, ring, CA file): %.0f pushes/s vs %.0f over plain TCP (%.2fx), " \
+            "1 thread, %d pushes each", rates[:tls], rates[:tcp], rates[:tls] / rates[:tcp], tls_pushes)
+tls_server.stop
+Sidekiq::FairTenant.configure do |c|
+  c.redis_url = server.url
+  c.ssl_ca_file = nil
+end
 
 # ---------------------------------------------------------------------------------------------
 # Perform side (concurrency slots): the server middleware driven in-process with a no-op job.

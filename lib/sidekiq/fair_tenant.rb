@@ -6,6 +6,7 @@ require "uri"
 require_relative "fair_tenant/version"
 require_relative "fair_tenant/errors"
 require_relative "fair_tenant/native"
+require_relative "fair_tenant/tls_settings"
 require_relative "fair_tenant/config"
 require_relative "fair_tenant/sidekiq_redis_url"
 require_relative "fair_tenant/rate_limited_log"
@@ -65,10 +66,7 @@ module Sidekiq
         client = @native
         return client if client && @native_pid == ::Process.pid
 
-        settings = config.connection_settings
-        client = Native::Client.new(settings[:redis_url], settings[:pool_size], settings[:connect_timeout],
-                                    settings[:read_timeout], settings[:write_timeout], settings[:reconnect_backoff],
-                                    settings[:enqueues_key])
+        client = Native::Client.new(config.connection_settings)
         @native_pid = ::Process.pid
         @native = client
       end

@@ -83,6 +83,10 @@ RSpec.describe Sidekiq::FairTenant::Config do
     config.instance_variable_set(:@redis, own_pool)
   end
 
+  it "percent-encodes Sidekiq's credentials as the redis crate decodes them (a space is %20, not +)" do
+    expect(Sidekiq::FairTenant::SidekiqRedisUrl.escape("p@ss w:rd/%+")).to eq("p%40ss%20w%3Ard%2F%25%2B")
+  end
+
   it "rebuilds the native client when connection settings change, not otherwise" do
     first = Sidekiq::FairTenant.native
     Sidekiq::FairTenant.configure { |c| c.logger = Sidekiq.logger }

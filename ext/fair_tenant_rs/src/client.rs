@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol};
+use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol, TryConvert, Value};
 
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
@@ -13,6 +13,7 @@ use crate::router::{self, Enqueue};
 use crate::rule_set::RbRuleSet;
 use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
 use crate::stats::{self, Order, Query, TenantRow};
+use crate::tls::TlsOptions;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Client", free_immediately, size)]
 pub struct RbClient {
@@ -46,25 +47,42 @@ fn pair(ruby: &Ruby, a: &[u8], b: &[u8]) -> Result<RArray, Error> {
 }
 
 impl RbClient {
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        ruby: &Ruby,
-        url: String,
-        size: usize,
-        connect_timeout: f64,
-        read_timeout: f64,
-        write_timeout: f64,
-        reconnect_backoff: f64,
-        enqueues_key: String,
-    ) -> Result<Self, Error> {
-        let config = PoolConfig {
-            url,
-            size,
-            connect_timeout: seconds(ruby, "connect_timeout", connect_timeout)?,
-            read_timeout: seconds(ruby, "read_timeout", read_timeout)?,
-            write_timeout: seconds(ruby, "write_timeout", write_timeout)?,
-            backoff: seconds(ruby, "reconnect_backoff", reconnect_backoff)?,
+    /// `settings`: the Hash `Sidekiq::FairTenant::Config#connection_settings` builds.
+    fn new(ruby: &Ruby, settings: RHash) -> Result<Self, Error> {
+        let get = |key: &str| settings.lookup::<_, Option<Value>>(ruby.to_symbol(key));
+        let required = |key: &str| -> Result<Value, Error> {
+            get(key)?
+                .ok_or_else(|| argument_error(ruby, format!("connection setting {key} missing")))
         };
+        let duration = |key: &str| -> Result<Duration, Error> {
+            seconds(ruby, key, f64::try_convert(required(key)?)?)
+        };
+        let text = |key: &str| -> Result<Option<String>, Error> {
+            get(key)?.map(String::try_convert).transpose()
+        };
+        let flag = |key: &str, default: bool| -> Result<bool, Error> {
+            Ok(get(key)?.map(|v| v.to_bool()).unwrap_or(default))
+        };
+        let tls = TlsOptions {
+            force: flag("ssl", false)?,
+            ca_file: text("ssl_ca_file")?,
+            cert_file: text("ssl_cert_file")?,
+            key_file: text("ssl_key_file")?,
+            cert_pem: text("ssl_cert_pem")?,
+            key_pem: text("ssl_key_pem")?,
+            verify_peer: flag("ssl_verify_peer", true)?,
+            verify_hostname: flag("ssl_verify_hostname", true)?,
+        };
+        let config = PoolConfig {
+            url: String::try_convert(required("redis_url")?)?,
+            size: usize::try_convert(required("pool_size")?)?,
+            connect_timeout: duration("connect_timeout")?,
+            read_timeout: duration("read_timeout")?,
+            write_timeout: duration("write_timeout")?,
+            backoff: duration("reconnect_backoff")?,
+            tls,
+        };
+        let enqueues_key = String::try_convert(required("enqueues_key")?)?;
         let keys = KeyFormat::parse(&enqueues_key)
             .map_err(|e| to_ruby(crate::error::Error::Configuration(e.to_string())))?;
         let pool = Pool::new(config).map_err(to_ruby)?;
@@ -498,7 +516,7 @@ fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Client", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbClient::new, 7))?;
+    class.define_singleton_method("new", magnus::function!(RbClient::new, 1))?;
     class.define_singleton_method(
         "route_script_sha",
         magnus::function!(RbClient::route_script_sha, 0),

@@ -1,7 +1,8 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`],
-//! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`slots`], [`stats`], [`error`], [`build_info`].
+//! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`slots`], [`stats`], [`tls`], [`error`],
+//! [`build_info`].
 //! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
 //! `concurrency_rule` (`Native::Concurrency`), `queue_plan` (`Native::QueuePlan`); `Native` itself
 //! (`build_info`) below; shared glue in `helpers`.
@@ -17,6 +18,7 @@ pub mod router;
 pub mod rules;
 pub mod slots;
 pub mod stats;
+pub mod tls;
 
 mod client;
 mod concurrency_rule;

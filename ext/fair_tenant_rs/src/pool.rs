@@ -18,10 +18,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use redis::{Client, Connection, RedisResult};
+use redis::{Client, Connection, IntoConnectionInfo, RedisResult};
 
 use crate::error::{Error, Result};
 use crate::outage::{marks_down, Outage};
+use crate::tls::{self, TlsOptions};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolConfig {
@@ -32,6 +33,7 @@ pub struct PoolConfig {
     pub write_timeout: Duration,
     /// How long calls fail fast after the server was found unreachable.
     pub backoff: Duration,
+    pub tls: TlsOptions,
 }
 
 struct State {
@@ -80,8 +82,12 @@ impl Pool {
                 return Err(Error::Configuration(format!("{name} must be positive")));
             }
         }
-        let client = Client::open(config.url.as_str())
+        let info = config
+            .url
+            .as_str()
+            .into_connection_info()
             .map_err(|e| Error::Configuration(format!("invalid redis_url {server}: {e}")))?;
+        let client = tls::client(info, &config.tls, &server)?;
         Ok(Pool {
             client,
             server,
@@ -308,6 +314,7 @@ mod tests {
             read_timeout: Duration::from_millis(200),
             write_timeout: Duration::from_millis(200),
             backoff: Duration::from_millis(300),
+            tls: TlsOptions::verified(),
         }
     }
 

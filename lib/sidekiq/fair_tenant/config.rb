@@ -12,6 +12,8 @@ module Sidekiq
     #     config.read_timeout = 0.2
     #   end
     class Config
+      include TlsSettings
+
       ENV_PREFIX = "SIDEKIQ_FAIR_TENANT_"
       DEFAULT_ENQUEUES_KEY = "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s"
 
@@ -26,11 +28,12 @@ module Sidekiq
         reconnect_backoff: 1,
         sweep_interval: 5,
         sweep_batch: 100
-      }.freeze
+      }.merge(TlsSettings::DEFAULTS).freeze
 
       # Settings that the native Redis client is built from.
       CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout
-                           reconnect_backoff].freeze
+                           reconnect_backoff ssl ssl_ca_file ssl_cert_file ssl_key_file ssl_verify_mode
+                           ssl_verify_hostname].freeze
 
       attr_reader(*DEFAULTS.keys)
       attr_writer :logger
@@ -104,8 +107,14 @@ module Sidekiq
         redis_url || ENV.fetch("REDIS_URL", nil) || SidekiqRedisUrl.detect || "redis://localhost:6379/0"
       end
 
+      # What the native client is built from: plain values, field by field. With no redis_url of its own,
+      # the gem also takes Sidekiq's TLS settings, for each key still at its default.
       def connection_settings
-        raw_connection_settings.merge(redis_url: effective_redis_url)
+        settings = raw_connection_settings.merge(redis_url: effective_redis_url)
+        if redis_url.nil?
+          SidekiqRedisUrl.tls.each { |key, value| settings[key] = value if DEFAULTS[key] == settings[key] }
+        end
+        settings.merge(ssl_verify_peer: settings[:ssl_verify_mode] == "peer")
       end
 
       def raw_connection_settings

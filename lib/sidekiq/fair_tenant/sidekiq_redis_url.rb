@@ -12,18 +12,49 @@ module Sidekiq
       # one client, which never connects, reads the same settings instead. 6.x rebuilds its pool
       # on `Sidekiq.redis =`, so its own pool is fine to read.
       def detect
+        with_connection { |conn| from_connection(conn) }
+      end
+
+      # Sidekiq's TLS settings (`ssl`, `ssl_params`) as the gem's config keys; {} without TLS.
+      def tls
+        with_connection { |conn| tls_from(conn) } || {}
+      end
+
+      def with_connection(&block)
         if Sidekiq.respond_to?(:default_configuration)
           pool = Sidekiq.default_configuration.new_redis_pool(1, "fair_tenant-url")
           begin
-            pool.with { |conn| from_connection(conn) }
+            pool.with(&block)
           ensure
             pool.shutdown { |conn| conn.close if conn.respond_to?(:close) }
           end
         else
-          Sidekiq.redis_pool.with { |conn| from_connection(conn) }
+          Sidekiq.redis_pool.with(&block)
         end
       rescue StandardError
         nil
+      end
+
+      def tls_from(conn)
+        ssl, params = if defined?(::Redis) && conn.is_a?(::Redis)
+                        conn._client.options.values_at(:ssl, :ssl_params)
+                      else
+                        [conn.config.ssl, conn.config.ssl_params]
+                      end
+        return {} unless ssl
+
+        ssl_settings((params || {}).transform_keys(&:to_sym))
+      end
+
+      # OpenSSL::SSL::SSLContext parameters, as Sidekiq passes them to its client, to the gem's keys.
+      def ssl_settings(params)
+        settings = { ssl: true }
+        settings[:ssl_ca_file] = params[:ca_file].to_s if params[:ca_file]
+        settings[:ssl_cert_pem] = params[:cert].to_pem if params[:cert]
+        settings[:ssl_key_pem] = params[:key].private_to_pem if params[:key]
+        settings[:ssl_verify_mode] = "none" if params[:verify_mode].to_s == TlsSettings::OpenSSLVerify::NONE
+        settings[:ssl_verify_hostname] = false if params[:verify_hostname] == false
+        settings
       end
 
       def from_connection(conn)
@@ -56,8 +87,9 @@ module Sidekiq
         "#{user && user != "default" ? escape(user) : ""}:#{escape(password)}@"
       end
 
+      # Percent-encoding as URLs (and the redis crate) read it: a space is %20, never "+".
       def escape(part)
-        URI.encode_www_form_component(part.to_s)
+        URI.encode_www_form_component(part.to_s).gsub("+", "%20")
       end
     end
   end

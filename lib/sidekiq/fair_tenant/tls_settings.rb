@@ -1,0 +1,56 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # The TLS keys of Config (see the README's configuration table).
+    module TlsSettings
+      # OpenSSL::SSL::VERIFY_NONE / VERIFY_PEER as Sidekiq's ssl_params give them, without loading openssl.
+      module OpenSSLVerify
+        NONE = "0"
+        PEER = "1"
+      end
+
+      VERIFY_MODES = %w[peer none].freeze
+      DEFAULTS = { ssl: nil, ssl_ca_file: nil, ssl_cert_file: nil, ssl_key_file: nil, ssl_verify_mode: "peer",
+                   ssl_verify_hostname: true }.freeze
+
+      # TLS on a redis:// URL too (a rediss:// URL turns it on by itself).
+      def ssl=(value)
+        @ssl = value.nil? ? nil : boolean(:ssl, value)
+      end
+
+      # PEM files: the CA to check the server against (instead of the system roots), and a client
+      # certificate and its key for mutual TLS.
+      %i[ssl_ca_file ssl_cert_file ssl_key_file].each do |key|
+        define_method(:"#{key}=") do |value|
+          instance_variable_set(:"@#{key}", value.nil? || value.to_s.empty? ? nil : value.to_s)
+        end
+      end
+
+      # "peer" checks the server's certificate; "none" accepts any (providers with self-signed ones).
+      def ssl_verify_mode=(value)
+        mode = { OpenSSLVerify::PEER => "peer", OpenSSLVerify::NONE => "none" }.fetch(value.to_s, value.to_s.downcase)
+        unless VERIFY_MODES.include?(mode)
+          raise ConfigurationError, "ssl_verify_mode must be one of #{VERIFY_MODES.join(", ")}, got #{value.inspect}"
+        end
+
+        @ssl_verify_mode = mode
+      end
+
+      # false: check the certificate chain but not that it names the host.
+      def ssl_verify_hostname=(value)
+        @ssl_verify_hostname = boolean(:ssl_verify_hostname, value)
+      end
+
+      private
+
+      def boolean(name, value)
+        case value.to_s.downcase
+        when "true", "1", "yes" then true
+        when "false", "0", "no" then false
+        else raise ConfigurationError, "#{name} must be true or false, got #{value.inspect}"
+        end
+      end
+    end
+  end
+end
