@@ -128,9 +128,24 @@ fn uses_tls_settings(opts: &TlsOptions) -> bool {
 }
 
 fn read(path: &str, setting: &str, server: &str) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| {
+    let bytes = std::fs::read(path).map_err(|e| {
         Error::Configuration(format!("{setting} {path} cannot be read: {e} ({server})"))
-    })
+    })?;
+    let (marker, what) = if setting == "ssl_key_file" {
+        ("PRIVATE KEY-----", "PEM private key")
+    } else {
+        ("-----BEGIN CERTIFICATE-----", "PEM certificate")
+    };
+    if !contains(&bytes, marker.as_bytes()) {
+        return Err(Error::Configuration(format!(
+            "{setting} {path} holds no {what} ({server})"
+        )));
+    }
+    Ok(bytes)
+}
+
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
 }
 
 /// rustls needs one process-wide crypto provider; ring is the only one compiled in.
@@ -240,5 +255,6 @@ mod tests {
         };
         let err = client(info("rediss://cache:6380/0"), &opts, "s").unwrap_err();
         assert!(matches!(err, Error::Configuration(_)), "{err:?}");
+        assert!(err.message().contains("holds no PEM certificate"), "{err}");
     }
 }
