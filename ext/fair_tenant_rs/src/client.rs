@@ -11,6 +11,7 @@ use crate::keys::KeyFormat;
 use crate::pool::{Pool, PoolConfig};
 use crate::router::{self, Enqueue};
 use crate::rule_set::RbRuleSet;
+use crate::sentinel::SentinelConfig;
 use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
 use crate::stats::{self, Order, Query, TenantRow};
 use crate::tls::TlsOptions;
@@ -73,6 +74,15 @@ impl RbClient {
             verify_peer: flag("ssl_verify_peer", true)?,
             verify_hostname: flag("ssl_verify_hostname", true)?,
         };
+        let sentinel = match get("sentinels")? {
+            Some(list) if !list.is_nil() => Some(SentinelConfig {
+                sentinels: Vec::<(String, u16)>::try_convert(list)?,
+                master_name: text("sentinel_master")?.unwrap_or_default(),
+                username: text("sentinel_username")?,
+                password: text("sentinel_password")?,
+            }),
+            _ => None,
+        };
         let config = PoolConfig {
             url: String::try_convert(required("redis_url")?)?,
             size: usize::try_convert(required("pool_size")?)?,
@@ -81,6 +91,7 @@ impl RbClient {
             write_timeout: duration("write_timeout")?,
             backoff: duration("reconnect_backoff")?,
             tls,
+            sentinel,
         };
         let enqueues_key = String::try_convert(required("enqueues_key")?)?;
         let keys = KeyFormat::parse(&enqueues_key)
@@ -418,7 +429,7 @@ impl RbClient {
     }
 
     fn server(&self) -> String {
-        self.pool.server().to_string()
+        self.pool.server()
     }
 
     fn pool_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {

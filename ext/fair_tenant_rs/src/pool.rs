@@ -10,7 +10,11 @@
 //!   and never read or written;
 //! - fail fast: once a call finds the server unreachable (refused, unresolvable, timed out, dropped),
 //!   the idle connections are closed and every call fails at once for `backoff`, then one call
-//!   probes ([`Outage`]): a dead Redis costs one wait, not one per push.
+//!   probes ([`Outage`]): a dead Redis costs one wait, not one per push;
+//! - Sentinel ([`Master`]): the master is asked of the sentinels on the first connect, each new
+//!   connection checks `ROLE`, and after a failover (`READONLY`/`MASTERDOWN`, a lost connection, a
+//!   failed connect) the master and every connection to it are forgotten, so the next call asks again.
+//!   Only a failed connect (or no sentinel answering) is an outage.
 //!
 //! The lock only guards pushing and popping idle connections; no I/O happens under it.
 
@@ -22,6 +26,7 @@ use redis::{Client, Connection, IntoConnectionInfo, RedisResult};
 
 use crate::error::{Error, Result};
 use crate::outage::{marks_down, Outage};
+use crate::sentinel::{self, Master, Reaction, SentinelConfig};
 use crate::tls::{self, TlsOptions};
 
 #[derive(Debug, Clone, PartialEq)]
@@ -34,6 +39,14 @@ pub struct PoolConfig {
     /// How long calls fail fast after the server was found unreachable.
     pub backoff: Duration,
     pub tls: TlsOptions,
+    /// Find the master through these sentinels; `url` then gives its name, credentials and db.
+    pub sentinel: Option<SentinelConfig>,
+}
+
+/// Where connections go: one server, or the master the sentinels name.
+enum Target {
+    Direct(Box<Client>),
+    Sentinel(Box<Master>),
 }
 
 struct State {
@@ -44,10 +57,12 @@ struct State {
     outage: Outage,
     /// Connection attempts so far, failed ones included.
     connects: u64,
+    /// Bumped when the master changes: connections of an older generation are dropped on return.
+    generation: u64,
 }
 
 pub struct Pool {
-    client: Client,
+    target: Target,
     config: PoolConfig,
     server: String,
     state: Mutex<State>,
@@ -87,9 +102,16 @@ impl Pool {
             .as_str()
             .into_connection_info()
             .map_err(|e| Error::Configuration(format!("invalid redis_url {server}: {e}")))?;
-        let client = tls::client(info, &config.tls, &server)?;
+        let target = match &config.sentinel {
+            Some(s) => Target::Sentinel(Box::new(Master::new(
+                s.clone(),
+                &config.url,
+                config.tls.clone(),
+            )?)),
+            None => Target::Direct(Box::new(tls::client(info, &config.tls, &server)?)),
+        };
         Ok(Pool {
-            client,
+            target,
             server,
             state: Mutex::new(State {
                 idle: Vec::with_capacity(config.size),
@@ -97,6 +119,7 @@ impl Pool {
                 pid: std::process::id(),
                 outage: Outage::default(),
                 connects: 0,
+                generation: 0,
             }),
             returned: Condvar::new(),
             down: AtomicBool::new(false),
@@ -104,9 +127,12 @@ impl Pool {
         })
     }
 
-    /// The server URL without its password, for messages.
-    pub fn server(&self) -> &str {
-        &self.server
+    /// The server URL without its password, or the sentinels and the master last found, for messages.
+    pub fn server(&self) -> String {
+        match &self.target {
+            Target::Direct(_) => self.server.clone(),
+            Target::Sentinel(m) => m.describe(),
+        }
     }
 
     pub fn stats(&self) -> PoolStats {
@@ -134,12 +160,18 @@ impl Pool {
                 Ok(v)
             }
             Err(e) => {
-                if breaks_connection(&e) {
+                let reaction = match self.target {
+                    Target::Sentinel(_) => sentinel::reaction(&e),
+                    Target::Direct(_) => Reaction::Other,
+                };
+                if breaks_connection(&e) || reaction != Reaction::Other {
                     conn.discard();
                 }
-                let err = Error::from_redis(&e, &self.server);
+                let err = Error::from_redis(&e, &self.server());
                 drop(conn);
-                if marks_down(&err) {
+                if reaction != Reaction::Other {
+                    self.master_changed();
+                } else if marks_down(&err) {
                     self.mark_down(&err);
                 }
                 Err(err)
@@ -150,12 +182,30 @@ impl Pool {
     /// The server is unreachable: close the idle connections (they are as dead as the one that
     /// failed) and fail fast for the backoff.
     fn mark_down(&self, cause: &Error) {
+        if let Target::Sentinel(_) = self.target {
+            self.master_changed(); // the probe asks the sentinels again
+        }
         let mut st = self.state.lock();
         let closed = st.idle.len();
         st.idle.clear();
         st.open -= closed;
         st.outage.failed(Instant::now(), self.config.backoff, cause);
         self.down.store(true, Ordering::Relaxed);
+        drop(st);
+        self.returned.notify_all();
+    }
+
+    /// After a failover: forget the master, close the idle connections (they all point at it) and
+    /// drop the checked-out ones when they come back. No outage: the next call asks the sentinels.
+    fn master_changed(&self) {
+        if let Target::Sentinel(m) = &self.target {
+            m.forget();
+        }
+        let mut st = self.state.lock();
+        let closed = st.idle.len();
+        st.idle.clear();
+        st.open -= closed;
+        st.generation += 1;
         drop(st);
         self.returned.notify_all();
     }
@@ -173,18 +223,22 @@ impl Pool {
         st.outage.admit(Instant::now(), self.config.backoff)?;
         loop {
             if let Some(c) = st.idle.pop() {
-                return Ok(Checkout::new(self, c, st.pid));
+                return Ok(Checkout::new(self, c, st.pid, st.generation));
             }
             if st.open < self.config.size {
                 st.open += 1;
                 st.connects += 1;
-                let pid = st.pid;
+                let (pid, generation) = (st.pid, st.generation);
                 drop(st);
                 return match self.connect() {
-                    Ok(c) => Ok(Checkout::new(self, c, pid)),
-                    Err(e) => {
-                        self.forget_one(pid);
-                        self.mark_down(&e);
+                    Ok(c) => Ok(Checkout::new(self, c, pid, generation)),
+                    Err((e, outage)) => {
+                        self.forget_one(pid, generation);
+                        if outage {
+                            self.mark_down(&e);
+                        } else {
+                            self.master_changed();
+                        }
                         Err(e)
                     }
                 };
@@ -198,16 +252,38 @@ impl Pool {
         }
     }
 
-    fn connect(&self) -> Result<Connection> {
-        let map = |e: redis::RedisError| Error::from_redis(&e, &self.server);
-        let conn = self
-            .client
+    /// A new connection, or the error and whether it makes an outage (a sentinel-named server that is
+    /// no master is not one: the next call asks the sentinels again).
+    fn connect(&self) -> std::result::Result<Connection, (Error, bool)> {
+        let client = match &self.target {
+            Target::Direct(client) => Client::clone(client),
+            Target::Sentinel(master) => {
+                let io = self.config.read_timeout.max(self.config.write_timeout);
+                master
+                    .client(self.config.connect_timeout, io)
+                    .map_err(|e| (e, true))?
+                    .0
+            }
+        };
+        let map = |e: redis::RedisError| (Error::from_redis(&e, &self.server()), true);
+        let mut conn = client
             .get_connection_with_timeout(self.config.connect_timeout)
             .map_err(map)?;
         conn.set_read_timeout(Some(self.config.read_timeout))
             .map_err(map)?;
         conn.set_write_timeout(Some(self.config.write_timeout))
             .map_err(map)?;
+        if let Target::Sentinel(master) = &self.target {
+            let role: redis::Value = redis::cmd("ROLE").query(&mut conn).map_err(map)?;
+            if !sentinel::is_master_role(&role) {
+                let err = Error::Connection(format!(
+                    "the server the sentinels named is no master (ROLE {}); asking them again ({})",
+                    sentinel::role_name(&role),
+                    master.describe()
+                ));
+                return Err((err, false));
+            }
+        }
         Ok(conn)
     }
 
@@ -221,10 +297,17 @@ impl Pool {
         }
     }
 
-    fn checkin(&self, conn: Option<Connection>, pid: u32) {
+    fn checkin(&self, conn: Option<Connection>, pid: u32, generation: u64) {
         let mut st = self.state.lock();
         if st.pid != pid {
             // Checked out before a fork, returned in the child: not ours to count.
+            return;
+        }
+        if generation != st.generation {
+            // Checked out before a failover: it points at the old master.
+            st.open -= 1;
+            drop(st);
+            self.returned.notify_one();
             return;
         }
         match conn {
@@ -235,8 +318,8 @@ impl Pool {
         self.returned.notify_one();
     }
 
-    fn forget_one(&self, pid: u32) {
-        self.checkin(None, pid);
+    fn forget_one(&self, pid: u32, generation: u64) {
+        self.checkin(None, pid, generation);
     }
 }
 
@@ -245,14 +328,16 @@ struct Checkout<'a> {
     pool: &'a Pool,
     conn: Option<Connection>,
     pid: u32,
+    generation: u64,
 }
 
 impl<'a> Checkout<'a> {
-    fn new(pool: &'a Pool, conn: Connection, pid: u32) -> Self {
+    fn new(pool: &'a Pool, conn: Connection, pid: u32, generation: u64) -> Self {
         Checkout {
             pool,
             conn: Some(conn),
             pid,
+            generation,
         }
     }
 
@@ -268,7 +353,7 @@ impl<'a> Checkout<'a> {
 impl Drop for Checkout<'_> {
     fn drop(&mut self) {
         let conn = self.conn.take();
-        self.pool.checkin(conn, self.pid);
+        self.pool.checkin(conn, self.pid, self.generation);
     }
 }
 
@@ -315,6 +400,7 @@ mod tests {
             write_timeout: Duration::from_millis(200),
             backoff: Duration::from_millis(300),
             tls: TlsOptions::verified(),
+            sentinel: None,
         }
     }
 

@@ -13,6 +13,7 @@ module Sidekiq
     #   end
     class Config
       include TlsSettings
+      include SentinelSettings
 
       ENV_PREFIX = "SIDEKIQ_FAIR_TENANT_"
       DEFAULT_ENQUEUES_KEY = "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s"
@@ -28,12 +29,13 @@ module Sidekiq
         reconnect_backoff: 1,
         sweep_interval: 5,
         sweep_batch: 100
-      }.merge(TlsSettings::DEFAULTS).freeze
+      }.merge(TlsSettings::DEFAULTS, SentinelSettings::DEFAULTS).freeze
 
       # Settings that the native Redis client is built from.
       CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout
                            reconnect_backoff ssl ssl_ca_file ssl_cert_file ssl_key_file ssl_verify_mode
-                           ssl_verify_hostname].freeze
+                           ssl_verify_hostname sentinels sentinel_master sentinel_username
+                           sentinel_password].freeze
 
       attr_reader(*DEFAULTS.keys)
       attr_writer :logger
@@ -102,18 +104,19 @@ module Sidekiq
         @sweep_batch = positive(:sweep_batch, value, integer: true)
       end
 
-      # The Redis URL in effect: the configured one, else REDIS_URL, else Sidekiq's, else localhost.
+      # The Redis URL in effect: the configured one, else (with sentinels) the master's name, else REDIS_URL,
+      # else Sidekiq's, else localhost.
       def effective_redis_url
-        redis_url || ENV.fetch("REDIS_URL", nil) || SidekiqRedisUrl.detect || "redis://localhost:6379/0"
+        redis_url || sentinel_master_url || ENV.fetch("REDIS_URL", nil) || SidekiqRedisUrl.detect ||
+          "redis://localhost:6379/0"
       end
 
       # What the native client is built from: plain values, field by field. With no redis_url of its own,
-      # the gem also takes Sidekiq's TLS settings, for each key still at its default.
+      # the gem also takes Sidekiq's TLS settings, for each key still at its default, and (with no sentinels
+      # of its own and no REDIS_URL) Sidekiq's Sentinel settings.
       def connection_settings
         settings = raw_connection_settings.merge(redis_url: effective_redis_url)
-        if redis_url.nil?
-          SidekiqRedisUrl.tls.each { |key, value| settings[key] = value if DEFAULTS[key] == settings[key] }
-        end
+        follow_sidekiq(settings) if redis_url.nil?
         settings.merge(ssl_verify_peer: settings[:ssl_verify_mode] == "peer")
       end
 

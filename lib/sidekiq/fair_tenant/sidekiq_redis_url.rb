@@ -20,6 +20,12 @@ module Sidekiq
         with_connection { |conn| tls_from(conn) } || {}
       end
 
+      # Sidekiq's Sentinel settings as the gem's keys, with the master's URL (its name as the host); nil
+      # without Sentinel. Reads the settings only: resolving the master would ask the sentinels.
+      def sentinel
+        with_connection { |conn| sentinel_from(conn) }
+      end
+
       def with_connection(&block)
         if Sidekiq.respond_to?(:default_configuration)
           pool = Sidekiq.default_configuration.new_redis_pool(1, "fair_tenant-url")
@@ -36,7 +42,7 @@ module Sidekiq
       end
 
       def tls_from(conn)
-        ssl, params = if defined?(::Redis) && conn.is_a?(::Redis)
+        ssl, params = if redis_rb?(conn)
                         conn._client.options.values_at(:ssl, :ssl_params)
                       else
                         [conn.config.ssl, conn.config.ssl_params]
@@ -57,9 +63,46 @@ module Sidekiq
         settings
       end
 
+      def redis_rb?(conn)
+        defined?(::Redis) && conn.is_a?(::Redis)
+      end
+
+      def sentinel_from(conn)
+        if redis_rb?(conn)
+          sentinel_from_redis_rb(conn._client)
+        elsif conn.config.respond_to?(:sentinel?) && conn.config.sentinel?
+          sentinel_from_redis_client(conn.config)
+        end
+      end
+
+      # redis-client (7.x): a RedisClient::SentinelConfig; its host and port would ask the sentinels.
+      def sentinel_from_redis_client(config)
+        sentinels = config.sentinels
+        first = sentinels.first
+        user = first&.username
+        { sentinels: sentinels.map { |s| [s.host.to_s, Integer(s.port)] }, sentinel_master: config.name,
+          sentinel_username: user == "default" ? nil : user, sentinel_password: first&.password,
+          redis_url: "#{scheme(config)}://#{userinfo(config)}#{config.name}/#{config.db}" }
+      end
+
+      # redis-rb 4.8 (6.x): the sentinels in the client's options, the master's name as its host.
+      def sentinel_from_redis_rb(client)
+        sentinels = client.options[:sentinels]
+        return if sentinels.nil? || sentinels.empty?
+
+        entries = sentinels.map { |s| s.to_h.transform_keys(&:to_sym) }
+        { sentinels: entries.map { |s| SentinelSettings.sentinel_address(s) },
+          sentinel_master: client.host.to_s, sentinel_username: entries.first[:username],
+          sentinel_password: entries.first[:password],
+          redis_url: "#{scheme(client)}://#{userinfo(client)}#{client.host}/#{client.db}" }
+      end
+
       def from_connection(conn)
+        sentinel = sentinel_from(conn)
+        return sentinel[:redis_url] if sentinel
+
         # redis-rb (6.x) connections answer `config` with the CONFIG command: ask their client.
-        config = defined?(::Redis) && conn.is_a?(::Redis) ? conn._client : conn.config
+        config = redis_rb?(conn) ? conn._client : conn.config
         auth = userinfo(config)
         path = config.respond_to?(:path) ? config.path : nil
         return "unix://#{auth}#{path}?db=#{config.db}" if path

@@ -1,0 +1,220 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require "open3"
+require_relative "../support/sentinel_cluster"
+
+# The gem's own Redis behind Sentinel: one master, one replica, three sentinels (one cluster for the
+# file), Sidekiq's queues on the plain spec server as usual.
+RSpec.describe "Sentinel for the gem's Redis" do
+  shared_cluster = nil
+  before(:all) { shared_cluster = SentinelCluster.new.start }
+  after(:all) { shared_cluster&.stop }
+
+  let(:cluster) { shared_cluster }
+
+  let(:addresses) { cluster.sentinels.map { |s| "#{s[:host]}:#{s[:port]}" } }
+
+  before { cluster.servers.each { |server| server.redis.flushdb rescue nil } } # rubocop:disable Style/RescueModifier
+
+  after do
+    Sidekiq::FairTenant.configure do |c|
+      c.redis_url = c.sentinels = c.sentinel_master = c.sentinel_username = c.sentinel_password = nil
+      c.connect_timeout = c.read_timeout = c.write_timeout = 0.5
+      c.reconnect_backoff = 1
+    end
+  end
+
+  def use_sentinels(**settings)
+    Sidekiq::FairTenant.configure do |c|
+      c.sentinels = addresses
+      c.sentinel_master = cluster.master_name
+      settings.each { |key, value| c.public_send(:"#{key}=", value) }
+    end
+  end
+
+  def master = cluster.server(cluster.current_master_port)
+  def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  def tenant_key(tenant) = Sidekiq::FairTenant.native.key_for("NoTenantJob", "default", tenant)
+
+  # Pushes until one is re-routed by the server on `port`; returns how long that took and how many pushes.
+  # (The old master keeps accepting writes until the sentinels demote it, which closes its connections.)
+  def until_routed(port, deadline: 10)
+    started = monotonic
+    pushes = 0
+    loop do
+      before = queue_size("slow")
+      NoTenantJob.set(fair_tenant: "after").perform_async
+      pushes += 1
+      routed = queue_size("slow") > before && cluster.server(port).redis.exists?(tenant_key("after"))
+      return [monotonic - started, pushes] if routed
+      raise "routing did not resume within #{deadline} s" if monotonic - started > deadline
+
+      sleep 0.02
+    end
+  end
+
+  it "routes through the sentinels to the master they name" do
+    use_sentinels
+
+    NoTenantJob.set(fair_tenant: "t").perform_async
+
+    expect(queue_size("slow")).to eq(1)
+    expect(Sidekiq::FairTenant.ping).to be(true)
+    expect(master.redis.exists?(tenant_key("t"))).to be(true)
+    expect(Sidekiq::FairTenant.native.server)
+      .to include("sentinel master #{cluster.master_name}", ":#{cluster.current_master_port}", *addresses)
+  end
+
+  it "takes the master name, credentials and db from redis_url, and accepts {host:, port:} hashes" do
+    Sidekiq::FairTenant.configure do |c|
+      c.sentinels = cluster.sentinels
+      c.redis_url = "redis://#{cluster.master_name}/3"
+    end
+
+    NoTenantJob.set(fair_tenant: "t").perform_async
+
+    expect(queue_size("slow")).to eq(1)
+    expect(master.redis(db: 3).exists?(tenant_key("t"))).to be(true)
+  end
+
+  it "keeps every job through a failover under 4 pushing threads, and routes on the new master" do
+    use_sentinels
+    pushed = 0
+    lock = Mutex.new
+    stop = false
+    errors = []
+    pushers = Array.new(4) do |i|
+      Thread.new do
+        until stop
+          begin
+            NoTenantJob.set(fair_tenant: "t#{i}").perform_async
+            lock.synchronize { pushed += 1 }
+          rescue StandardError => e
+            lock.synchronize { errors << e }
+          end
+          sleep 0.005
+        end
+      end
+    end
+    sleep 0.3
+    new_port = cluster.failover!
+    resumed, probes = until_routed(new_port)
+    stop = true
+    pushers.each(&:join)
+
+    expect(errors).to eq([])
+    expect(pushed).to be > 50
+    expect(queue_size("default") + queue_size("slow")).to eq(pushed + probes)
+    expect(resumed).to be < 8 # the sentinels demote the old master ~4 s after the failover here
+    expect(Sidekiq::FairTenant.native.server).to include(":#{new_port}")
+    expect(cluster.server(new_port).redis.exists?(tenant_key("after"))).to be(true)
+    warn format("  failover %<failover>.2f s, routing resumed %<resumed>.2f s after it",
+                failover: cluster.last_failover_seconds, resumed: resumed)
+  end
+
+  it "fails open with one warning naming the sentinels when they know no such master; ping raises" do
+    use_sentinels(sentinel_master: "no-such-master")
+
+    log = capture_log { 3.times { NoTenantJob.set(fair_tenant: "t").perform_async } }
+
+    expect(queue_size("default")).to eq(3)
+    expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
+    expect(log).to include("no master named no-such-master", *addresses)
+    expect { Sidekiq::FairTenant.ping }.to raise_error(Sidekiq::FairTenant::ConnectionError, /no-such-master/)
+  end
+
+  it "fails open with one warning naming the sentinels and the cause when none answers; ping raises" do
+    dead = Array.new(2) { "127.0.0.1:#{RedisServer.free_port}" }
+    use_sentinels(connect_timeout: 0.2, reconnect_backoff: 0.3)
+    Sidekiq::FairTenant.configure { |c| c.sentinels = dead }
+
+    log = capture_log { 3.times { NoTenantJob.set(fair_tenant: "t").perform_async } }
+
+    expect(queue_size("default")).to eq(3)
+    expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
+    expect(log).to include(*dead).and match(/refused/i)
+    sleep 0.3
+    expect { Sidekiq::FairTenant.ping }.to raise_error(Sidekiq::FairTenant::ConnectionError, /#{dead.first}/)
+  end
+
+  it "rejects bad sentinel settings, naming the key and the rule" do
+    expect { Sidekiq::FairTenant.configure { |c| c.sentinels = ["nohost"] } }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /sentinels must be "host:port" strings/)
+    expect { Sidekiq::FairTenant.configure { |c| c.sentinels = [{ host: "h", port: 70_000 }] } }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /port 1-65535/)
+    expect { Sidekiq::FairTenant::Config.new("SIDEKIQ_FAIR_TENANT_SENTINELS" => "a:1,b") }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /SIDEKIQ_FAIR_TENANT_SENTINELS: sentinels must/)
+    config = Sidekiq::FairTenant::Config.new("SIDEKIQ_FAIR_TENANT_SENTINELS" => "a:1, [::1]:2")
+    expect(config.sentinels).to eq([["a", 1], ["::1", 2]])
+    expect { config.connection_settings }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, /sentinel_master is required/)
+  end
+
+  describe "with no redis_url or sentinels of its own" do
+    # Sidekiq's Redis settings for the block (the spec's REDIS_URL, which would win, set aside), then back.
+    def with_sidekiq_redis(options)
+      url = ENV.delete("REDIS_URL")
+      config = SpecHelpers::SIDEKIQ7 ? Sidekiq.default_configuration : nil
+      saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
+      Sidekiq.configure_client { |c| c.redis = options }
+      Sidekiq::FairTenant.reset_native!
+      yield
+    ensure
+      ENV["REDIS_URL"] = url
+      if saved
+        saved.each { |ivar, value| config.instance_variable_set(ivar, value) }
+      else
+        Sidekiq.configure_client { |c| c.redis = { url: url } }
+      end
+      Sidekiq::FairTenant.reset_native!
+    end
+
+    it "follows Sidekiq's sentinels and master name" do
+      options = { url: "redis://#{cluster.master_name}/2",
+                  sentinels: cluster.sentinels.map { |s| s.slice(:host, :port) } }
+      with_sidekiq_redis(options) do
+        expect(Sidekiq::FairTenant.ping).to be(true)
+        expect(Sidekiq::FairTenant.native.server).to include(*addresses)
+        Sidekiq::FairTenant.native.noop_eval("probe")
+        expect(Sidekiq.redis { |conn| conn.call("PING") }).to eq("PONG") # Sidekiq's own client agrees
+      end
+    end
+  end
+
+  describe "slots, stats and the CLI through Sentinel" do
+    before { use_sentinels }
+
+    it "acquires and releases a concurrency slot" do
+      job = { "class" => "SlotJob", "queue" => "default", "args" => ["acme", 0, 0], "jid" => "sentinel-1",
+              "enqueued_at" => Time.now.to_f, "fair_tenant" => "acme",
+              "fair_tenant_concurrency" => { "limit" => 1, "lease" => 60 } }
+      scope = Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default")
+      held = nil
+      Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
+        held = Sidekiq::FairTenant.native.inspect_scope(*scope)[0].map(&:first)
+      end
+
+      expect(held).to eq(["sentinel-1"])
+      expect(Sidekiq::FairTenant.native.inspect_scope(*scope)[0]).to be_empty
+    end
+
+    it "reports a tenant's counts" do
+      6.times { ThrottledJob.perform_async(1) }
+
+      row = Sidekiq::FairTenant.stats.tenant(ThrottledJob, "tenant-1")
+      expect(row[:windows].map { |w| w[:count] }).to eq([6, 6])
+    end
+
+    it "sets a runtime limit from the command line, the sentinels from the environment" do
+      exe = File.expand_path("../../exe/sidekiq-fair_tenant", __dir__)
+      env = { "REDIS_URL" => nil, "RUBYOPT" => "-I#{File.expand_path("../../lib", __dir__)}",
+              "SIDEKIQ_FAIR_TENANT_SENTINELS" => addresses.join(","),
+              "SIDEKIQ_FAIR_TENANT_SENTINEL_MASTER" => cluster.master_name }
+      out, err, status = Open3.capture3(env, Gem.ruby, exe, "limits", "set", "--tenant", "acme", "4")
+
+      expect([status.exitstatus, out, err]).to eq([0, "limit set; 0 parked job(s) released\n", ""])
+      expect(Sidekiq::FairTenant.limits.get(tenant: "acme")).to eq(4)
+    end
+  end
+end
