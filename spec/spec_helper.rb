@@ -40,6 +40,24 @@ module SpecHelpers
     (SIDEKIQ7 ? Sidekiq::Scheduled::Enq.new(Sidekiq.default_configuration) : Sidekiq::Scheduled::Enq.new).enqueue_jobs
   end
 
+  # Sidekiq's Redis settings for the block (the spec's REDIS_URL, which would win, set aside), then back.
+  def with_sidekiq_redis(options)
+    url = ENV.delete("REDIS_URL")
+    config = SIDEKIQ7 ? Sidekiq.default_configuration : nil
+    saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
+    Sidekiq.configure_client { |c| c.redis = options }
+    Sidekiq::FairTenant.reset_native!
+    yield
+  ensure
+    ENV["REDIS_URL"] = url
+    if saved
+      saved.each { |ivar, value| config.instance_variable_set(ivar, value) }
+    else
+      Sidekiq.configure_client { |c| c.redis = { url: url } }
+    end
+    Sidekiq::FairTenant.reset_native!
+  end
+
   def redis
     @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
   end
@@ -117,6 +135,19 @@ RSpec.configure do |config|
 
   config.after do
     travel_back
+  end
+
+  # A stuck example fails with every thread's backtrace instead of hanging the run (and CI).
+  config.around do |example|
+    runner = Thread.current
+    watchdog = Thread.new do
+      sleep(ENV["FAIR_TENANT_GC_STRESS"] == "1" ? 240 : 120)
+      Thread.list.each { |t| warn("#{t.inspect}\n  #{(t.backtrace || []).first(15).join("\n  ")}") }
+      runner.raise("example stuck for too long; thread backtraces above")
+    end
+    example.run
+  ensure
+    watchdog&.kill
   end
 
   # Bulk examples (thousands of calls) would take minutes each under GC.stress; they still run without it.

@@ -152,24 +152,6 @@ RSpec.describe "Sentinel for the gem's Redis" do
   end
 
   describe "with no redis_url or sentinels of its own" do
-    # Sidekiq's Redis settings for the block (the spec's REDIS_URL, which would win, set aside), then back.
-    def with_sidekiq_redis(options)
-      url = ENV.delete("REDIS_URL")
-      config = SpecHelpers::SIDEKIQ7 ? Sidekiq.default_configuration : nil
-      saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
-      Sidekiq.configure_client { |c| c.redis = options }
-      Sidekiq::FairTenant.reset_native!
-      yield
-    ensure
-      ENV["REDIS_URL"] = url
-      if saved
-        saved.each { |ivar, value| config.instance_variable_set(ivar, value) }
-      else
-        Sidekiq.configure_client { |c| c.redis = { url: url } }
-      end
-      Sidekiq::FairTenant.reset_native!
-    end
-
     it "follows Sidekiq's sentinels and master name" do
       options = { url: "redis://#{cluster.master_name}/2",
                   sentinels: cluster.sentinels.map { |s| s.slice(:host, :port) } }

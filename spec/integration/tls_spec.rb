@@ -176,24 +176,6 @@ RSpec.describe "TLS to the gem's Redis" do
   end
 
   describe "with no redis_url of its own" do
-    # Sidekiq's Redis settings for the block (the spec's REDIS_URL, which would win, set aside), then back.
-    def with_sidekiq_redis(options)
-      url = ENV.delete("REDIS_URL")
-      config = SpecHelpers::SIDEKIQ7 ? Sidekiq.default_configuration : nil
-      saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
-      Sidekiq.configure_client { |c| c.redis = options }
-      Sidekiq::FairTenant.reset_native!
-      yield
-    ensure
-      ENV["REDIS_URL"] = url
-      if saved
-        saved.each { |ivar, value| config.instance_variable_set(ivar, value) }
-      else
-        Sidekiq.configure_client { |c| c.redis = { url: url } }
-      end
-      Sidekiq::FairTenant.reset_native!
-    end
-
     it "follows Sidekiq's TLS settings: CA file, client certificate and key objects (mutual TLS)" do
       params = { ca_file: certs.ca_file, cert: OpenSSL::X509::Certificate.new(File.read(certs.client_cert)),
                  key: OpenSSL::PKey.read(File.read(certs.client_key)) }
