@@ -229,9 +229,9 @@ puts "the gem's Redis down, Sidekiq's up (#{DOWN_PUSHES} pushes per mode, 1 thre
      "reconnect_backoff #{Sidekiq::FairTenant.config.reconnect_backoff} s):"
 { "refused" => "redis://127.0.0.1:#{RedisServer.free_port}/0",
   "unresolvable" => "redis://no-such-host.invalid:6379/0",
-  "stalled (CLIENT PAUSE)" => paused.url }.each do |how, url|
+  "stalled (CLIENT PAUSE WRITE)" => paused.url }.each do |how, url|
   Sidekiq::FairTenant.configure { |c| c.redis_url = url }
-  paused.redis.call("CLIENT", "PAUSE", "600000", "ALL") if how.start_with?("stalled")
+  paused.redis.call("CLIENT", "PAUSE", "600000", "WRITE") if how.start_with?("stalled") # PAUSE ALL blocks UNPAUSE
   rates = down_rates
   puts format("  %-24s plain %6.0f pushes/s, fair_tenant %6.0f pushes/s (%.2fx plain), %d connection attempts",
               how, rates[:plain], rates[:fair_tenant], rates[:fair_tenant] / rates[:plain],
@@ -249,7 +249,12 @@ certs = TestCertificates.new
 tls_server = RedisServer.new(tls: certs).start
 tls_pushes = Integer(ENV.fetch("TLS_PUSHES", PUSHES.to_s))
 rates = alternating_rates(tls_pushes,
-                          tcp: -> { Sidekiq::FairTenant.configure { |c| c.redis_url = server.url } },
+                          tcp: lambda {
+                            Sidekiq::FairTenant.configure do |c|
+                              c.redis_url = server.url
+                              c.ssl_ca_file = nil
+                            end
+                          },
                           tls: lambda {
                             Sidekiq::FairTenant.configure do |c|
                               c.redis_url = tls_server.url
