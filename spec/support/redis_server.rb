@@ -64,7 +64,7 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
   # redis://127.0.0.1:PORT/DB, rediss:// with TLS, unix://PATH?db=DB for a socket. With credentials
   # (the default) it carries the password (of `user` when given, else the default user's), each
   # part percent-encoded (a space is %20, never "+"). A socket URL carries them as userinfo
-  # (unix://:PASS@/path?db=0, as SidekiqRedisUrl writes it) or, with unix_auth: :query, the way the
+  # (unix://:PASS@/path?db=0) or, with unix_auth: :query, the way the
   # Rust redis crate reads them (unix:///path?db=0&user=USER&pass=PASS; it ignores userinfo there).
   def url(db = 0, user: nil, credentials: true, unix_auth: :userinfo)
     auth = credentials ? credentials(user) : {}

@@ -50,25 +50,35 @@ RSpec.describe Sidekiq::FairTenant::Config do
     expect(config.max_throttling_window).to eq(7200)
   end
 
-  it "falls back from redis_url to REDIS_URL" do
-    expect(described_class.new({}).effective_redis_url).to eq(ENV.fetch("REDIS_URL"))
+  it "with no redis_url of its own, follows Sidekiq's Redis (which the spec configures from REDIS_URL)" do
+    url = URI(ENV.fetch("REDIS_URL"))
+    settings = described_class.new({}).connection_settings
+
+    expect(settings).to include(redis_url: nil, host: url.host, port: url.port, db: url.path[1..].to_i)
+    expect(Sidekiq::FairTenant.native.server).to eq("redis://#{url.host}:#{url.port}/#{url.path[1..].to_i}")
   end
 
-  it "reads Sidekiq 6.x's Redis URL from its pool, and configure never asks for it", unless: SpecHelpers::SIDEKIQ7 do
-    Sidekiq.redis(&:ping) # Sidekiq's pool exists, built from REDIS_URL
+  it "falls back to REDIS_URL, then localhost, when Sidekiq's settings cannot be read" do
+    allow(Sidekiq::FairTenant::SidekiqRedisSettings).to receive(:detect).and_return(nil)
+    expect(described_class.new({}).connection_settings[:redis_url]).to eq(ENV.fetch("REDIS_URL"))
     url = ENV.delete("REDIS_URL")
-    allow(Sidekiq::FairTenant::SidekiqRedisUrl).to receive(:detect).and_call_original
-    Sidekiq::FairTenant.configure { |c| c.pool_size = 4 }
-    expect(Sidekiq::FairTenant::SidekiqRedisUrl).not_to have_received(:detect)
-
-    expect(described_class.new({}).effective_redis_url).to eq(url) # Sidekiq's own pool points there
+    expect(described_class.new({}).connection_settings[:redis_url]).to eq("redis://localhost:6379/0")
   ensure
     ENV["REDIS_URL"] = url if url
+  end
+
+  it "reads Sidekiq 6.x's Redis settings from its pool, and configure never asks for them",
+     unless: SpecHelpers::SIDEKIQ7 do
+    Sidekiq.redis(&:ping) # Sidekiq's pool exists, built from REDIS_URL
+    allow(Sidekiq::FairTenant::SidekiqRedisSettings).to receive(:detect).and_call_original
+    Sidekiq::FairTenant.configure { |c| c.pool_size = 4 }
+    expect(Sidekiq::FairTenant::SidekiqRedisSettings).not_to have_received(:detect)
+  ensure
     Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }
   end
 
-  # Sidekiq 7+ builds its internal pool once, on first use: reading the URL must not build it early.
-  it "reads Sidekiq 7's settings through a throwaway pool, never Sidekiq's own, and brackets IPv6 hosts",
+  # Sidekiq 7+ builds its internal pool once, on first use: reading the settings must not build it early.
+  it "reads Sidekiq 7's settings through a throwaway pool, never Sidekiq's own, and unbrackets IPv6 hosts",
      if: SpecHelpers::SIDEKIQ7 do
     config = Sidekiq.default_configuration
     saved = config.instance_variable_get(:@redis_config)
@@ -76,15 +86,12 @@ RSpec.describe Sidekiq::FairTenant::Config do
     config.instance_variable_set(:@redis, nil)
     config.redis = { url: "redis://:s3cret@[::1]:6380/2" }
 
-    expect(Sidekiq::FairTenant::SidekiqRedisUrl.detect).to eq("redis://:s3cret@[::1]:6380/2")
+    expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect)
+      .to eq(host: "::1", port: 6380, db: 2, username: nil, password: "s3cret")
     expect(config.instance_variable_get(:@redis)).to be_nil
   ensure
     config.instance_variable_set(:@redis_config, saved)
     config.instance_variable_set(:@redis, own_pool)
-  end
-
-  it "percent-encodes Sidekiq's credentials as the redis crate decodes them (a space is %20, not +)" do
-    expect(Sidekiq::FairTenant::SidekiqRedisUrl.escape("p@ss w:rd/%+")).to eq("p%40ss%20w%3Ard%2F%25%2B")
   end
 
   it "rebuilds the native client when connection settings change, not otherwise" do

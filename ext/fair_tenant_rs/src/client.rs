@@ -12,6 +12,7 @@ use crate::pool::{Pool, PoolConfig};
 use crate::router::{self, Enqueue};
 use crate::rule_set::RbRuleSet;
 use crate::sentinel::SentinelConfig;
+use crate::server::{Address, ServerSettings, DEFAULT_HOST, DEFAULT_PORT};
 use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
 use crate::stats::{self, Order, Query, TenantRow};
 use crate::tls::TlsOptions;
@@ -80,11 +81,38 @@ impl RbClient {
                 master_name: text("sentinel_master")?.unwrap_or_default(),
                 username: text("sentinel_username")?,
                 password: text("sentinel_password")?,
+                tls: flag("sentinel_ssl", false)?,
             }),
             _ => None,
         };
+        // A URL the user configured is parsed once, in Rust; settings derived from Sidekiq come as fields.
+        let server = match text("redis_url")? {
+            Some(url) => ServerSettings::from_url(&url).map_err(to_ruby)?,
+            None => ServerSettings {
+                address: match text("path")? {
+                    Some(path) => Address::Unix { path },
+                    None => Address::Tcp {
+                        host: text("host")?.unwrap_or_else(|| DEFAULT_HOST.into()),
+                        port: get("port")?
+                            .filter(|v| !v.is_nil())
+                            .map(u16::try_convert)
+                            .transpose()?
+                            .unwrap_or(DEFAULT_PORT),
+                    },
+                },
+                tls: false, // `ssl` (TlsOptions::force) turns it on
+                db: get("db")?
+                    .filter(|v| !v.is_nil())
+                    .map(i64::try_convert)
+                    .transpose()?
+                    .unwrap_or(0),
+                username: text("username")?,
+                password: text("password")?,
+            }
+            .normalized(),
+        };
         let config = PoolConfig {
-            url: String::try_convert(required("redis_url")?)?,
+            server,
             size: usize::try_convert(required("pool_size")?)?,
             connect_timeout: duration("connect_timeout")?,
             read_timeout: duration("read_timeout")?,

@@ -1,7 +1,7 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`],
-//! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`], [`slots`], [`stats`], [`tls`], [`error`],
+//! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`], [`server`], [`slots`], [`stats`], [`tls`], [`error`],
 //! [`build_info`].
 //! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
 //! `concurrency_rule` (`Native::Concurrency`), `queue_plan` (`Native::QueuePlan`); `Native` itself
@@ -17,6 +17,7 @@ pub mod queues;
 pub mod router;
 pub mod rules;
 pub mod sentinel;
+pub mod server;
 pub mod slots;
 pub mod stats;
 pub mod tls;

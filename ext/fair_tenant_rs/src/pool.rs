@@ -22,16 +22,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Condvar, Mutex};
-use redis::{Client, Connection, IntoConnectionInfo, RedisResult};
+use redis::{Client, Connection, RedisResult};
 
 use crate::error::{Error, Result};
 use crate::outage::{marks_down, Outage};
 use crate::sentinel::{self, Master, Reaction, SentinelConfig};
+use crate::server::ServerSettings;
 use crate::tls::{self, TlsOptions};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolConfig {
-    pub url: String,
+    /// The server, or under Sentinel the master's name (as its host), credentials, db and TLS.
+    pub server: ServerSettings,
     pub size: usize,
     pub connect_timeout: Duration,
     pub read_timeout: Duration,
@@ -39,7 +41,7 @@ pub struct PoolConfig {
     /// How long calls fail fast after the server was found unreachable.
     pub backoff: Duration,
     pub tls: TlsOptions,
-    /// Find the master through these sentinels; `url` then gives its name, credentials and db.
+    /// Find the master through these sentinels; `server` then gives its credentials and db.
     pub sentinel: Option<SentinelConfig>,
 }
 
@@ -83,8 +85,9 @@ pub struct PoolStats {
 }
 
 impl Pool {
-    pub fn new(config: PoolConfig) -> Result<Pool> {
-        let server = redact_url(&config.url);
+    pub fn new(mut config: PoolConfig) -> Result<Pool> {
+        config.server.tls |= config.tls.force; // `ssl: true` on a redis:// server
+        let server = config.server.describe();
         if config.size == 0 {
             return Err(Error::Configuration("pool_size must be at least 1".into()));
         }
@@ -97,18 +100,18 @@ impl Pool {
                 return Err(Error::Configuration(format!("{name} must be positive")));
             }
         }
-        let info = config
-            .url
-            .as_str()
-            .into_connection_info()
-            .map_err(|e| Error::Configuration(format!("invalid redis_url {server}: {e}")))?;
+        config.server.validate()?;
         let target = match &config.sentinel {
             Some(s) => Target::Sentinel(Box::new(Master::new(
                 s.clone(),
-                &config.url,
+                config.server.clone(),
                 config.tls.clone(),
             )?)),
-            None => Target::Direct(Box::new(tls::client(info, &config.tls, &server)?)),
+            None => Target::Direct(Box::new(tls::client(
+                config.server.connection_info()?,
+                &config.tls,
+                &server,
+            )?)),
         };
         Ok(Pool {
             target,
@@ -369,31 +372,13 @@ fn breaks_connection(e: &redis::RedisError) -> bool {
         )
 }
 
-/// `redis://user:secret@host:6379/0` -> `redis://user@host:6379/0`.
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
-        Some(at) => {
-            let userinfo = &authority[..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{}@{}", &url[..scheme_end + 3], user, &rest[at + 1..])
-        }
-        None => url.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn config(url: &str) -> PoolConfig {
         PoolConfig {
-            url: url.into(),
+            server: ServerSettings::from_url(url).unwrap(),
             size: 2,
             connect_timeout: Duration::from_millis(200),
             read_timeout: Duration::from_millis(200),
@@ -405,31 +390,7 @@ mod tests {
     }
 
     #[test]
-    fn redacts_passwords() {
-        assert_eq!(
-            redact_url("redis://:s3cret@10.0.0.1:6380/2"),
-            "redis://@10.0.0.1:6380/2"
-        );
-        assert_eq!(
-            redact_url("rediss://app:s3cret@cache/0"),
-            "rediss://app@cache/0"
-        );
-        assert_eq!(
-            redact_url("redis://localhost:6379"),
-            "redis://localhost:6379"
-        );
-        assert_eq!(
-            redact_url("unix:///tmp/redis.sock"),
-            "unix:///tmp/redis.sock"
-        );
-    }
-
-    #[test]
     fn rejects_bad_settings() {
-        assert!(matches!(
-            Pool::new(config("http://nope")),
-            Err(Error::Configuration(_))
-        ));
         let mut c = config("redis://127.0.0.1:1");
         c.size = 0;
         assert!(matches!(Pool::new(c), Err(Error::Configuration(_))));

@@ -3,8 +3,10 @@
 //! - The sentinels are asked in turn, `SENTINEL get-master-addr-by-name NAME`, each on a plain
 //!   connection with the connect and read/write timeouts (redis-rs' own sentinel client has none),
 //!   starting with the one that answered last.
-//! - The master is connected to with the credentials, db and TLS of the gem's Redis URL (whose host is
-//!   the master *name*); the pool checks `ROLE` on every new connection ([`is_master_role`]).
+//! - The master is connected to with the credentials, db and TLS of the gem's server settings (whose
+//!   host is the master *name*); the pool checks `ROLE` on every new connection ([`is_master_role`]).
+//! - The sentinels are reached over TLS when `tls` says so, with the same CA, client certificate and
+//!   verification settings as the master.
 //! - After a failover (`READONLY`/`MASTERDOWN`, also inside a script error, or a lost connection;
 //!   [`reaction`]) the pool forgets the master and its connections, and the next call asks again.
 //!
@@ -14,12 +16,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use redis::{
-    Client, ConnectionAddr, ConnectionInfo, ErrorKind, IntoConnectionInfo, RedisConnectionInfo,
-    RedisError, ServerErrorKind, Value,
-};
+use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::error::{Error, Result};
+use crate::server::{Address, ServerSettings};
 use crate::tls::{self, TlsOptions};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,6 +31,8 @@ pub struct SentinelConfig {
     /// Credentials of the sentinels themselves.
     pub username: Option<String>,
     pub password: Option<String>,
+    /// Speak TLS to the sentinels too (with the TLS settings of the master's connections).
+    pub tls: bool,
 }
 
 impl SentinelConfig {
@@ -152,8 +154,8 @@ pub fn mentions_failover(message: &str) -> bool {
 #[derive(Debug)]
 pub struct Master {
     config: SentinelConfig,
-    /// The master's credentials, db and TLS (the URL's host and port are not used).
-    settings: ConnectionInfo,
+    /// The master's credentials, db and TLS (the host and port are not used).
+    settings: ServerSettings,
     tls: TlsOptions,
     /// Index of the sentinel that answered last.
     preferred: AtomicUsize,
@@ -162,26 +164,34 @@ pub struct Master {
 }
 
 impl Master {
-    /// `url`: the gem's Redis URL (its host is the master name when `master_name` is empty).
-    pub fn new(mut config: SentinelConfig, url: &str, tls: TlsOptions) -> Result<Master> {
-        let shown = crate::pool::redact_url(url);
+    /// `settings`: the master's credentials, db and TLS; its host is the master name when
+    /// `master_name` is empty.
+    pub fn new(
+        mut config: SentinelConfig,
+        settings: ServerSettings,
+        tls: TlsOptions,
+    ) -> Result<Master> {
         if config.sentinels.is_empty() {
             return Err(Error::Configuration("sentinels must not be empty".into()));
         }
-        let settings = url
-            .into_connection_info()
-            .map_err(|e| Error::Configuration(format!("invalid redis_url {shown}: {e}")))?;
-        match settings.addr() {
-            ConnectionAddr::Tcp(host, _) | ConnectionAddr::TcpTls { host, .. } => {
+        match settings.host() {
+            Some(host) => {
                 if config.master_name.is_empty() {
-                    config.master_name = host.clone();
+                    config.master_name = host.to_string();
                 }
             }
-            _ => {
+            None => {
                 return Err(Error::Configuration(format!(
-                    "sentinels need a redis:// or rediss:// redis_url, got {shown}"
+                    "sentinels need a redis:// or rediss:// master, not a unix socket ({})",
+                    settings.describe()
                 )))
             }
+        }
+        if config.master_name.is_empty() {
+            return Err(Error::Configuration(format!(
+                "sentinel_master must not be empty ({})",
+                describe_addrs(&config.sentinels)
+            )));
         }
         Ok(Master {
             config,
@@ -216,16 +226,9 @@ impl Master {
         }
         let (host, port) = self.discover(connect, io)?;
         let addr_text = format_addr(&host, port);
-        let addr = match self.settings.addr() {
-            ConnectionAddr::TcpTls { .. } => ConnectionAddr::TcpTls {
-                host,
-                port,
-                insecure: false,
-                tls_params: None,
-            },
-            _ => ConnectionAddr::Tcp(host, port),
-        };
-        let info = self.settings.clone().set_addr(addr);
+        let info = self
+            .settings
+            .connection_info_at(Address::Tcp { host, port })?;
         let client = tls::client(info, &self.tls, &self.describe())?;
         *self.last.lock() = Some(addr_text.clone());
         *self.current.lock() = Some((client.clone(), addr_text.clone()));
@@ -271,18 +274,20 @@ impl Master {
         connect: Duration,
         io: Duration,
     ) -> std::result::Result<Option<(String, u16)>, String> {
-        let mut auth = RedisConnectionInfo::default();
-        if let Some(user) = &self.config.username {
-            auth = auth.set_username(user);
+        let sentinel = ServerSettings {
+            address: Address::Tcp {
+                host: host.to_string(),
+                port,
+            },
+            tls: self.config.tls,
+            db: 0,
+            username: self.config.username.clone(),
+            password: self.config.password.clone(),
         }
-        if let Some(password) = &self.config.password {
-            auth = auth.set_password(password);
-        }
-        let info = ConnectionAddr::Tcp(host.to_string(), port)
-            .into_connection_info()
-            .map_err(|e| e.to_string())?
-            .set_redis_settings(auth);
-        let client = Client::open(info).map_err(|e| e.to_string())?;
+        .normalized();
+        let shown = format_addr(host, port);
+        let info = sentinel.connection_info().map_err(|e| e.to_string())?;
+        let client = tls::client(info, &self.tls, &shown).map_err(|e| e.to_string())?;
         let mut conn = client
             .get_connection_with_timeout(connect)
             .map_err(|e| e.to_string())?;
@@ -313,12 +318,17 @@ mod tests {
             .unwrap_err()
     }
 
+    fn url(url: &str) -> ServerSettings {
+        ServerSettings::from_url(url).unwrap()
+    }
+
     fn config() -> SentinelConfig {
         SentinelConfig {
             sentinels: vec![("127.0.0.1".into(), 1), ("::1".into(), 2)],
             master_name: String::new(),
             username: None,
             password: Some("sentinel-secret".into()),
+            tls: false,
         }
     }
 
@@ -384,7 +394,7 @@ mod tests {
     fn takes_the_master_name_from_the_url_and_names_no_password() {
         let m = Master::new(
             config(),
-            "redis://:master-secret@mymaster/2",
+            url("redis://:master-secret@mymaster/2"),
             TlsOptions::verified(),
         )
         .unwrap();
@@ -398,22 +408,23 @@ mod tests {
 
         let mut named = config();
         named.master_name = "other".into();
-        let m = Master::new(named, "redis://:p@mymaster/2", TlsOptions::verified()).unwrap();
+        let m = Master::new(named, url("redis://:p@mymaster/2"), TlsOptions::verified()).unwrap();
         assert_eq!(m.config().master_name, "other");
     }
 
     #[test]
     fn rejects_unix_urls_and_no_sentinels() {
-        let err = Master::new(config(), "unix:///tmp/r.sock", TlsOptions::verified()).unwrap_err();
-        assert!(err.message().contains("redis:// or rediss://"), "{err}");
+        let err =
+            Master::new(config(), url("unix:///tmp/r.sock"), TlsOptions::verified()).unwrap_err();
+        assert!(err.message().contains("not a unix socket"), "{err}");
         let mut none = config();
         none.sentinels.clear();
-        assert!(Master::new(none, "redis://m", TlsOptions::verified()).is_err());
+        assert!(Master::new(none, url("redis://m"), TlsOptions::verified()).is_err());
     }
 
     #[test]
     fn names_every_sentinel_and_its_cause_when_none_answers() {
-        let m = Master::new(config(), "redis://mymaster", TlsOptions::verified()).unwrap();
+        let m = Master::new(config(), url("redis://mymaster"), TlsOptions::verified()).unwrap();
         let err = m
             .discover(Duration::from_millis(200), Duration::from_millis(200))
             .unwrap_err();

@@ -12,6 +12,7 @@ module Sidekiq
     #     config.read_timeout = 0.2
     #   end
     class Config
+      include RedisSettings
       include TlsSettings
       include SentinelSettings
 
@@ -35,7 +36,7 @@ module Sidekiq
       CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout
                            reconnect_backoff ssl ssl_ca_file ssl_cert_file ssl_key_file ssl_verify_mode
                            ssl_verify_hostname sentinels sentinel_master sentinel_username
-                           sentinel_password].freeze
+                           sentinel_password sentinel_ssl].freeze
 
       attr_reader(*DEFAULTS.keys)
       attr_writer :logger
@@ -69,10 +70,6 @@ module Sidekiq
         @enqueues_key = format
       end
 
-      def redis_url=(value)
-        @redis_url = value.nil? || value.to_s.empty? ? nil : value.to_s
-      end
-
       def pool_size=(value)
         @pool_size = positive(:pool_size, value, integer: true)
       end
@@ -102,22 +99,6 @@ module Sidekiq
       # Scopes with parked jobs looked at per sweep (picked at random when there are more).
       def sweep_batch=(value)
         @sweep_batch = positive(:sweep_batch, value, integer: true)
-      end
-
-      # The Redis URL in effect: the configured one, else (with sentinels) the master's name, else REDIS_URL,
-      # else Sidekiq's, else localhost.
-      def effective_redis_url
-        redis_url || sentinel_master_url || ENV.fetch("REDIS_URL", nil) || SidekiqRedisUrl.detect ||
-          "redis://localhost:6379/0"
-      end
-
-      # What the native client is built from: plain values, field by field. With no redis_url of its own,
-      # the gem also takes Sidekiq's TLS settings, for each key still at its default, and (with no sentinels
-      # of its own and no REDIS_URL) Sidekiq's Sentinel settings.
-      def connection_settings
-        settings = raw_connection_settings.merge(redis_url: effective_redis_url)
-        follow_sidekiq(settings) if redis_url.nil?
-        settings.merge(ssl_verify_peer: settings[:ssl_verify_mode] == "peer")
       end
 
       def raw_connection_settings

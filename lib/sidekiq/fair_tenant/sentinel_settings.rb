@@ -6,7 +6,8 @@ module Sidekiq
     # them for the master's address; the master's credentials and db still come from the Redis URL, whose
     # host is the master name unless `sentinel_master` gives it.
     module SentinelSettings
-      DEFAULTS = { sentinels: nil, sentinel_master: nil, sentinel_username: nil, sentinel_password: nil }.freeze
+      DEFAULTS = { sentinels: nil, sentinel_master: nil, sentinel_username: nil, sentinel_password: nil,
+                   sentinel_ssl: false }.freeze
       RULE = 'sentinels must be "host:port" strings or {host:, port:} hashes (port 1-65535)'
 
       # "host:port" strings (an IPv6 host in brackets), {host:, port:} hashes, or one comma-separated
@@ -20,6 +21,11 @@ module Sidekiq
         define_method(:"#{key}=") do |value|
           instance_variable_set(:"@#{key}", value.nil? || value.to_s.empty? ? nil : value.to_s)
         end
+      end
+
+      # TLS to the sentinels too, with the CA, client certificate and verification of the ssl_* keys.
+      def sentinel_ssl=(value)
+        @sentinel_ssl = boolean(:sentinel_ssl, value)
       end
 
       def self.sentinel_address(entry)
@@ -40,26 +46,6 @@ module Sidekiq
       def self.from_string(entry)
         match = entry.match(/\A\[(?<host>[^\]]+)\]:(?<port>\d+)\z/) || entry.match(/\A(?<host>[^:]+):(?<port>\d+)\z/)
         match ? [match[:host], match[:port]] : [nil, nil]
-      end
-
-      private
-
-      # With no redis_url of its own: Sidekiq's TLS settings for the keys still at their defaults, and (with no
-      # sentinels of its own and no REDIS_URL) Sidekiq's Sentinel settings.
-      def follow_sidekiq(settings)
-        SidekiqRedisUrl.tls.each { |key, value| settings[key] = value if Config::DEFAULTS[key] == settings[key] }
-        return unless sentinels.nil? && ENV.fetch("REDIS_URL", nil).nil?
-
-        settings.merge!(SidekiqRedisUrl.sentinel || {})
-      end
-
-      # With sentinels but no redis_url: the master named by sentinel_master, without credentials, db 0.
-      def sentinel_master_url
-        return unless sentinels
-        return "redis://#{sentinel_master}/0" if sentinel_master
-
-        raise ConfigurationError, "sentinel_master is required with sentinels, unless redis_url names the master " \
-                                  "(redis://:password@master-name/0)"
       end
     end
   end

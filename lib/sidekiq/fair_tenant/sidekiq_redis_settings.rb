@@ -1,0 +1,116 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Reads the settings of the Redis server Sidekiq itself uses, field by field, as the gem's connection
+    # keys: host and port or unix socket path, db, username and password (a lambda password is called
+    # here), TLS (`ssl`, `ssl_params`) and Sentinel (sentinels, master name, their credentials and TLS).
+    # Works on Sidekiq 6.x (redis-rb 4.8 connections) and 7.x/8.x (redis-client), without connecting.
+    module SidekiqRedisSettings
+      module_function
+
+      # The gem's keys for Sidekiq's Redis, read in one pass; nil when Sidekiq has none to read.
+      def detect
+        with_connection { |conn| from_connection(conn) }
+      end
+
+      # Sidekiq 7+ builds its own pool once, on first use, from the settings given so far: asking
+      # for it here could fix it before the app's `config.redis = ...` runs. A throwaway pool of
+      # one client, which never connects, reads the same settings instead. 6.x rebuilds its pool
+      # on `Sidekiq.redis =`, so its own pool is fine to read.
+      def with_connection(&block)
+        if Sidekiq.respond_to?(:default_configuration)
+          pool = Sidekiq.default_configuration.new_redis_pool(1, "fair_tenant-settings")
+          begin
+            pool.with(&block)
+          ensure
+            pool.shutdown { |conn| conn.close if conn.respond_to?(:close) }
+          end
+        else
+          Sidekiq.redis_pool.with(&block)
+        end
+      rescue StandardError
+        nil
+      end
+
+      def from_connection(conn)
+        # redis-rb (6.x) connections answer `config` with the CONFIG command: ask their client.
+        redis_rb?(conn) ? from_redis_rb(conn._client) : from_redis_client(conn.config)
+      end
+
+      def redis_rb?(conn)
+        defined?(::Redis) && conn.is_a?(::Redis)
+      end
+
+      # redis-rb 4.8 (6.x): under Sentinel the client's host is the master's name, and the sentinels
+      # are reached with the master's options (TLS included).
+      def from_redis_rb(client)
+        options = client.options
+        settings = tls_settings(options[:ssl], options[:ssl_params])
+        settings.merge!(credentials(client.db, client.username, client.password))
+        sentinels = options[:sentinels]
+        return settings.merge!(address(client.host, client.port, client.path)) if sentinels.nil? || sentinels.empty?
+
+        entries = sentinels.map { |s| s.to_h.transform_keys(&:to_sym) }
+        settings.merge!(sentinel_keys(client.host, entries.map { |s| SentinelSettings.sentinel_address(s) },
+                                      entries.first, options[:ssl]))
+      end
+
+      # redis-client (7.x/8.x): a RedisClient::Config, or a SentinelConfig whose host and port would ask
+      # the sentinels (never called here).
+      def from_redis_client(config)
+        settings = tls_settings(config.ssl, config.ssl_params)
+        settings.merge!(credentials(config.db, config.username, config.password))
+        return settings.merge!(address(config.host, config.port, config.path)) unless sentinel_config?(config)
+
+        first = config.sentinels.first
+        auth = { username: first&.username, password: first&.password }
+        settings.merge!(sentinel_keys(config.name, config.sentinels.map { |s| [s.host.to_s, Integer(s.port)] },
+                                      auth, first&.ssl))
+      end
+
+      def sentinel_config?(config)
+        config.respond_to?(:sentinel?) && config.sentinel?
+      end
+
+      def sentinel_keys(master, addresses, auth, ssl)
+        { sentinels: addresses, sentinel_master: master.to_s, sentinel_username: user(auth[:username]),
+          sentinel_password: auth[:password], sentinel_ssl: ssl ? true : false }
+      end
+
+      def address(host, port, path)
+        return { path: path.to_s } if path
+
+        { host: host.to_s.delete_prefix("[").delete_suffix("]"), port: Integer(port) }
+      end
+
+      def credentials(db, username, password)
+        { db: Integer(db || 0), username: user(username), password: password&.to_s }
+      end
+
+      # "default" is the user a bare password logs in as.
+      def user(name)
+        name.nil? || name.to_s == "default" ? nil : name.to_s
+      end
+
+      # OpenSSL::SSL::SSLContext parameters that carry files or keys, and how the gem takes them.
+      PEM_PARAMS = { ca_file: [:ssl_ca_file, :to_s.to_proc], cert: [:ssl_cert_pem, :to_pem.to_proc],
+                     key: [:ssl_key_pem, :private_to_pem.to_proc] }.freeze
+
+      # OpenSSL::SSL::SSLContext parameters, as Sidekiq passes them to its client, to the gem's keys.
+      def tls_settings(ssl, params)
+        return {} unless ssl
+
+        params = (params || {}).transform_keys(&:to_sym)
+        settings = { ssl: true }
+        PEM_PARAMS.each { |param, (key, convert)| settings[key] = convert.call(params[param]) if params[param] }
+        settings.merge!(verification(params))
+      end
+
+      def verification(params)
+        { ssl_verify_mode: ("none" if params[:verify_mode].to_s == TlsSettings::OpenSSLVerify::NONE),
+          ssl_verify_hostname: (false if params[:verify_hostname] == false) }.compact
+      end
+    end
+  end
+end
