@@ -8,7 +8,8 @@ require_relative "sentinel_server"
 # master and sees the replica and the other sentinels; #failover! makes the replica the master.
 #
 # password: requirepass (and masterauth) on master and replica, `sentinel auth-pass` on the
-# sentinels; sentinel_password: requirepass on the sentinels themselves.
+# sentinels; sentinel_password: requirepass on the sentinels themselves. tls: TestCertificates puts every
+# server and sentinel on TLS only (replication and the sentinels' links too).
 class SentinelCluster # rubocop:disable Metrics/ClassLength -- five servers' start, waits and failover
   TIMEOUT = 15
 
@@ -16,17 +17,17 @@ class SentinelCluster # rubocop:disable Metrics/ClassLength -- five servers' sta
 
   # rubocop:disable Metrics/ParameterLists
   def initialize(master_name: "fair_tenant", sentinels: 3, quorum: 2, password: nil, sentinel_password: nil,
-                 down_after: 1000, failover_timeout: 5000)
+                 down_after: 1000, failover_timeout: 5000, tls: nil)
     @master_name = master_name
     @password = password
     @sentinel_password = sentinel_password
     auth = password ? ["--masterauth", password] : [] # the master becomes a replica after a failover
-    @first_master = RedisServer.new(password: password, args: auth, loglevel: "notice")
-    @first_replica = RedisServer.new(password: password, args: auth, replica_of: @first_master)
+    @first_master = RedisServer.new(password: password, args: auth, loglevel: "notice", tls: tls)
+    @first_replica = RedisServer.new(password: password, args: auth, replica_of: @first_master, tls: tls)
     @sentinel_servers = Array.new(sentinels) do
       SentinelServer.new(master_name: master_name, master_port: @first_master.port, quorum: quorum,
                          password: sentinel_password, master_password: password,
-                         down_after: down_after, failover_timeout: failover_timeout)
+                         down_after: down_after, failover_timeout: failover_timeout, tls: tls)
     end
     introduce
   end

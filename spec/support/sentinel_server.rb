@@ -23,8 +23,8 @@ class SentinelServer < RedisServer
 
   # rubocop:disable Metrics/ParameterLists
   def initialize(master_name:, master_port:, quorum: 2, port: nil, password: nil, master_password: nil,
-                 down_after: 1000, failover_timeout: 5000)
-    super(port: port, password: password, loglevel: "notice")
+                 down_after: 1000, failover_timeout: 5000, tls: nil)
+    super(port: port, password: password, loglevel: "notice", tls: tls)
     @master_name = master_name
     @master_port = master_port
     @quorum = quorum
@@ -71,8 +71,8 @@ class SentinelServer < RedisServer
   private
 
   def write_config
-    File.write(config_file, <<~CONF + @known.map { |line| "#{line}\n" }.join)
-      port #{port}
+    File.write(config_file, <<~CONF + tls_config + @known.map { |line| "#{line}\n" }.join)
+      port #{tls ? 0 : port}
       bind 127.0.0.1
       daemonize no
       dir #{quote(dir)}
@@ -86,6 +86,17 @@ class SentinelServer < RedisServer
       sentinel parallel-syncs #{master_name} 1
       #{@master_password ? "sentinel auth-pass #{master_name} #{quote(@master_password)}" : ""}
     CONF
+  end
+
+  # With tls: clients (and the other sentinels) reach it over TLS only, and it speaks TLS to the
+  # master, the replicas and the other sentinels (tls-replication).
+  def tls_config
+    return "" unless tls
+
+    { "tls-port" => port, "tls-cert-file" => tls.server_cert, "tls-key-file" => tls.server_key,
+      "tls-ca-cert-file" => tls.ca_file, "tls-auth-clients" => "no", "tls-replication" => "yes",
+      "tls-client-cert-file" => tls.client_cert, "tls-client-key-file" => tls.client_key }
+      .map { |name, value| "#{name} #{quote(value)}\n" }.join
   end
 
   # A double-quoted config argument (Redis reads it with sdssplitargs).

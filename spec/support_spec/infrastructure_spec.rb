@@ -197,4 +197,17 @@ RSpec.describe "Spec infrastructure" do
   ensure
     cluster&.stop
   end
+
+  it "starts a Sentinel cluster on TLS only: redis-rb finds the master through a TLS sentinel" do
+    certs = TestCertificates.shared
+    cluster = SentinelCluster.new(sentinels: 1, quorum: 1, tls: certs).start
+    tls = { ssl: true, ssl_params: certs.ssl_params }
+    client = Redis.new(host: cluster.master_name, sentinels: cluster.sentinels, **tls)
+    expect(client.set("k", "v")).to eq("OK")
+    expect(client.connection[:port]).to eq(cluster.master_port)
+    sentinel = cluster.sentinels.first
+    expect { Redis.new(**sentinel, timeout: 0.5, reconnect_attempts: 0).ping }.to raise_error(Redis::BaseConnectionError)
+  ensure
+    cluster&.stop
+  end
 end

@@ -52,8 +52,16 @@ module Sidekiq
         return settings.merge!(address(client.host, client.port, client.path)) if sentinels.nil? || sentinels.empty?
 
         entries = sentinels.map { |s| s.to_h.transform_keys(&:to_sym) }
-        settings.merge!(sentinel_keys(client.host, entries.map { |s| SentinelSettings.sentinel_address(s) },
+        addresses = entries.map { |s| SentinelSettings.sentinel_address(s) }
+        settings.merge!(sentinel_keys(redis_rb_master_name(client), addresses,
                                       entries.first, options[:ssl]))
+      end
+
+      # Once connected, a redis-rb 4.8 client's host is the master's address; its Sentinel connector keeps
+      # the name.
+      def redis_rb_master_name(client)
+        connector = client.instance_variable_get(:@connector)
+        (connector.instance_variable_get(:@master) if connector.instance_variable_defined?(:@master)) || client.host
       end
 
       # redis-client (7.x/8.x): a RedisClient::Config, or a SentinelConfig whose host and port would ask
