@@ -1,0 +1,337 @@
+//! Fair order inside a queue: the scheduling rule, its keys and its scripts.
+//!
+//! The rule is start-time fair queueing (Goyal et al.) with one job as one unit of work:
+//! - a tenant whose backlog was empty gets the start tag `S = max(V, F)` (`F`: the finish tag of its
+//!   last job served, forgotten once `V` passes it), so a tenant back from idle cannot bank credit;
+//! - the backlogged tenant with the smallest start tag is served; `V` becomes that tag, and the tenant's
+//!   next job starts at `F = S + 1 / weight`;
+//! - equal tags go to the tenant that became backlogged first (an activation counter), never by name;
+//! - weight 0 pauses a tenant (its jobs stay, it leaves the rotation until its weight is raised);
+//! - FIFO within a tenant; work-conserving: a lone tenant is served at every fetch.
+//!
+//! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair_common.lua` applies the same rule
+//! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both.
+
+use std::collections::{BTreeMap, HashMap};
+
+/// Prefix of every fair-queue key.
+pub const PREFIX: &str = "sidekiq-fair_tenant:fair:";
+/// Most wake-up tokens kept per queue: enough to wake every idle thread of a large fleet.
+pub const TOKEN_CAP: u64 = 1000;
+/// The tenant of jobs that name none.
+pub const SHARED_TENANT: &str = "";
+
+/// The key prefix of a fair queue's keys; `{queue}` is its Redis Cluster hash tag.
+pub fn base(queue: &str) -> String {
+    format!("{PREFIX}{{{queue}}}:")
+}
+
+/// [`base`] with `%Q` for the queue's name (the requeue script fills it in per entry).
+pub fn base_template() -> String {
+    format!("{PREFIX}{{%Q}}:")
+}
+
+/// The weights hash: `tenant` and `tenant \n queue` fields.
+pub fn weights_key() -> String {
+    format!("{PREFIX}weights")
+}
+
+/// A weight field: the tenant's, or the tenant's in one queue.
+pub fn weight_field(tenant: &str, queue: Option<&str>) -> String {
+    match queue {
+        Some(q) => format!("{tenant}\n{q}"),
+        None => tenant.to_string(),
+    }
+}
+
+/// The in-flight list of one Sidekiq process (its identity).
+pub fn inflight_key(identity: &str) -> String {
+    format!("{PREFIX}inflight:{identity}")
+}
+
+/// An in-flight job and where it goes back to: `<len>:<queue><len>:<tenant><job>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub queue: String,
+    pub tenant: String,
+    pub job: String,
+}
+
+impl Entry {
+    pub fn encode(&self) -> String {
+        format!(
+            "{}:{}{}:{}{}",
+            self.queue.len(),
+            self.queue,
+            self.tenant.len(),
+            self.tenant,
+            self.job
+        )
+    }
+
+    pub fn decode(entry: &str) -> Option<Entry> {
+        let (queue, rest) = take_counted(entry)?;
+        let (tenant, job) = take_counted(rest)?;
+        Some(Entry {
+            queue: queue.to_string(),
+            tenant: tenant.to_string(),
+            job: job.to_string(),
+        })
+    }
+}
+
+fn take_counted(s: &str) -> Option<(&str, &str)> {
+    let (len, rest) = s.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    if !rest.is_char_boundary(len.min(rest.len())) || rest.len() < len {
+        return None;
+    }
+    Some(rest.split_at(len))
+}
+
+/// A weight as the scripts read it: a number ≥ 0, 1 when unset or unreadable.
+pub fn parse_weight(raw: Option<&str>) -> f64 {
+    raw.and_then(|w| w.trim().parse::<f64>().ok())
+        .filter(|w| w.is_finite())
+        .map(|w| w.max(0.0))
+        .unwrap_or(1.0)
+}
+
+/// The rule as a model: what the Lua scripts do, without Redis.
+#[derive(Debug, Default)]
+pub struct Sfq {
+    v: f64,
+    seq: u64,
+    /// Backlogged, servable tenants: (start tag, activation) -> tenant.
+    ready: BTreeMap<(Tag, u64), String>,
+    backlog: HashMap<String, std::collections::VecDeque<u64>>,
+    /// Finish tags of tenants that went idle.
+    finish: HashMap<String, f64>,
+    weights: HashMap<String, f64>,
+    paused: Vec<String>,
+}
+
+/// An f64 start tag with a total order (tags are never NaN).
+#[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
+struct Tag(f64);
+impl Eq for Tag {}
+#[allow(clippy::derive_ord_xor_partial_ord)]
+impl Ord for Tag {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+impl Sfq {
+    pub fn new() -> Sfq {
+        Sfq::default()
+    }
+
+    pub fn set_weight(&mut self, tenant: &str, weight: f64) {
+        self.weights.insert(tenant.to_string(), weight.max(0.0));
+        if weight > 0.0 {
+            if let Some(i) = self.paused.iter().position(|t| t == tenant) {
+                self.paused.remove(i);
+                self.activate(tenant);
+            }
+        }
+    }
+
+    fn weight(&self, tenant: &str) -> f64 {
+        self.weights.get(tenant).copied().unwrap_or(1.0)
+    }
+
+    /// A job (an id) to the back of the tenant's backlog.
+    pub fn push(&mut self, tenant: &str, job: u64) {
+        let list = self.backlog.entry(tenant.to_string()).or_default();
+        list.push_back(job);
+        if list.len() == 1 {
+            self.activate(tenant);
+        }
+    }
+
+    fn activate(&mut self, tenant: &str) {
+        if self.weight(tenant) == 0.0 {
+            self.paused.push(tenant.to_string());
+            return;
+        }
+        let start = match self.finish.remove(tenant) {
+            Some(f) if f > self.v => f,
+            _ => self.v,
+        };
+        self.seq += 1;
+        let at = (Tag(start), self.seq);
+        self.ready.insert(at, tenant.to_string());
+    }
+
+    /// The next job in fair order, and its tenant.
+    pub fn pop(&mut self) -> Option<(String, u64)> {
+        loop {
+            let (&at, tenant) = self.ready.iter().next()?;
+            let tenant = tenant.clone();
+            self.ready.remove(&at);
+            let w = self.weight(&tenant);
+            if w == 0.0 {
+                self.paused.push(tenant);
+                continue;
+            }
+            let list = self.backlog.get_mut(&tenant)?;
+            let job = list.pop_front()?;
+            let start = at.0 .0;
+            self.v = start;
+            let finish = start + 1.0 / w;
+            if list.is_empty() {
+                self.finish.insert(tenant.clone(), finish);
+            } else {
+                self.ready.insert((Tag(finish), at.1), tenant.clone());
+            }
+            let v = self.v;
+            self.finish.retain(|_, f| *f > v);
+            return Some((tenant, job));
+        }
+    }
+
+    /// Tenants remembered after going idle (bounded: forgotten once `V` passes their finish tag).
+    pub fn remembered(&self) -> usize {
+        self.finish.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn served(sfq: &mut Sfq, n: usize) -> Vec<String> {
+        (0..n).filter_map(|_| sfq.pop().map(|(t, _)| t)).collect()
+    }
+
+    fn count(list: &[String], tenant: &str) -> usize {
+        list.iter().filter(|t| *t == tenant).count()
+    }
+
+    #[test]
+    fn shares_follow_the_weights_while_all_are_backlogged() {
+        let mut sfq = Sfq::new();
+        sfq.set_weight("c", 3.0);
+        for i in 0..3000 {
+            for t in ["a", "b", "c"] {
+                sfq.push(t, i);
+            }
+        }
+        let first = served(&mut sfq, 3000);
+        // 1:1:3 of 3,000 = 600, 600, 1,800, within ±5%
+        for (t, want) in [("a", 600.0), ("b", 600.0), ("c", 1800.0)] {
+            let got = count(&first, t) as f64;
+            assert!((got - want).abs() <= want * 0.05, "{t}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn fifo_within_a_tenant_and_round_robin_by_activation_not_name() {
+        let mut sfq = Sfq::new();
+        for (t, j) in [("zed", 1), ("amy", 2), ("zed", 3), ("amy", 4)] {
+            sfq.push(t, j);
+        }
+        let order: Vec<(String, u64)> = std::iter::from_fn(|| sfq.pop()).collect();
+        assert_eq!(
+            order,
+            vec![
+                ("zed".into(), 1),
+                ("amy".into(), 2),
+                ("zed".into(), 3),
+                ("amy".into(), 4)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_small_tenant_is_served_next_even_behind_a_huge_backlog() {
+        let mut sfq = Sfq::new();
+        for j in 0..100_000 {
+            sfq.push("mega", j);
+        }
+        served(&mut sfq, 10);
+        sfq.push("small", 1);
+        let next = served(&mut sfq, 2);
+        assert!(next.contains(&"small".to_string()), "{next:?}");
+    }
+
+    #[test]
+    fn a_tenant_back_from_idle_cannot_bank_credit() {
+        let mut sfq = Sfq::new();
+        for j in 0..1000 {
+            sfq.push("busy", j);
+        }
+        sfq.push("sleeper", 0);
+        served(&mut sfq, 500); // sleeper served once early, then idle for a long time
+        for j in 0..100 {
+            sfq.push("sleeper", j);
+        }
+        let next = served(&mut sfq, 20);
+        // Back from idle it gets its share (half), not a burst paying back what it missed.
+        assert!(count(&next, "sleeper") <= 11, "{next:?}");
+        assert!(count(&next, "sleeper") >= 9, "{next:?}");
+    }
+
+    #[test]
+    fn a_lone_tenant_is_served_every_time() {
+        let mut sfq = Sfq::new();
+        sfq.set_weight("only", 0.25);
+        for j in 0..50 {
+            sfq.push("only", j);
+        }
+        assert_eq!(served(&mut sfq, 60).len(), 50);
+    }
+
+    #[test]
+    fn weight_zero_pauses_and_raising_it_resumes() {
+        let mut sfq = Sfq::new();
+        sfq.set_weight("p", 0.0);
+        sfq.push("p", 1);
+        sfq.push("q", 2);
+        assert_eq!(served(&mut sfq, 5), vec!["q".to_string()]);
+        sfq.set_weight("p", 2.0);
+        assert_eq!(sfq.pop(), Some(("p".into(), 1)));
+    }
+
+    #[test]
+    fn idle_tenants_are_forgotten_once_virtual_time_passes_them() {
+        let mut sfq = Sfq::new();
+        for t in 0..10_000 {
+            sfq.push(&format!("t{t}"), 0);
+        }
+        for j in 0..100 {
+            sfq.push("greedy", j);
+        }
+        served(&mut sfq, 10_100);
+        assert!(sfq.remembered() <= 1, "{}", sfq.remembered());
+    }
+
+    #[test]
+    fn entries_round_trip_with_any_characters() {
+        let e = Entry {
+            queue: "imports".into(),
+            tenant: "a:b\n7:{x}".into(),
+            job: r#"{"jid":"1","args":["12:ab"]}"#.into(),
+        };
+        assert_eq!(Entry::decode(&e.encode()), Some(e.clone()));
+        let shared = Entry {
+            tenant: SHARED_TENANT.into(),
+            ..e
+        };
+        assert_eq!(Entry::decode(&shared.encode()), Some(shared));
+        assert_eq!(Entry::decode("x:y"), None);
+        assert_eq!(Entry::decode("99:short"), None);
+    }
+
+    #[test]
+    fn keys_share_the_queue_hash_tag() {
+        assert_eq!(base("imports"), "sidekiq-fair_tenant:fair:{imports}:");
+        assert_eq!(base_template().replace("%Q", "imports"), base("imports"));
+        assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
+        assert_eq!(parse_weight(Some("3")), 3.0);
+        assert_eq!(parse_weight(Some("-2")), 0.0);
+        assert_eq!(parse_weight(Some("junk")), 1.0);
+        assert_eq!(parse_weight(None), 1.0);
+    }
+}

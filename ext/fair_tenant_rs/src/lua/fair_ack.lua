@@ -1,0 +1,25 @@
+-- Acknowledges (drops) or requeues in-flight jobs.
+-- KEYS  inflight (the process's list), weights
+-- ARGV  mode ("ack" or "requeue"), base template (the queue's key prefix with %Q for its name), cap,
+--       then in-flight entries
+-- "requeue": each job goes back to the *front* of its tenant's list (it runs next for that tenant), the
+-- tenant is activated if it had gone idle, and idle fetchers get a wake-up token.
+-- Returns how many entries were found in the in-flight list.
+local mode, template, cap = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local found = 0
+for i = 4, #ARGV do
+  local entry = ARGV[i]
+  if redis.call('LREM', KEYS[1], 1, entry) == 1 then
+    found = found + 1
+    local queue, tenant, job = parse_entry(entry)
+    if mode == 'requeue' and queue then
+      local k = fair_keys((template:gsub('%%Q', function() return queue end)), KEYS[2])
+      if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then
+        activate(k, tenant, queue)
+      end
+      redis.call('HINCRBY', k.state, 'n', 1)
+      if redis.call('LLEN', k.sig) < cap then redis.call('LPUSH', k.sig, '1') end
+    end
+  end
+end
+return found

@@ -1,0 +1,61 @@
+-- Start-time fair queueing over the backlogged tenants of one fair queue (the policy; the Rust module
+-- fair.rs holds the same rule as a model with its unit tests, keep the two alike).
+--
+-- Keys of a fair queue Q (one hash tag, so one slot):
+--   ready  ZSET   backlogged tenants that may be served; member = 16 hex digits of activation order ..
+--                 tenant (ties go to the earlier activation, never to a name), score = start tag of
+--                 the tenant's head job
+--   state  HASH   v (virtual time: the start tag of the job served last), n (jobs waiting), seq
+--   fin    ZSET   tenants that went idle, scored by their finish tag; pruned once v passes it
+--   paused SET    backlogged tenants of weight 0
+--   sig    LIST   wake-up tokens for idle fetchers (at most `cap`)
+--   prefix .. tenant  LIST  the tenant's jobs, oldest first
+-- weights HASH (shared): tenant -> weight, tenant .. "\n" .. queue -> weight; default 1, 0 pauses.
+
+local function weight(weights, tenant, queue)
+  local w = redis.call('HMGET', weights, tenant .. '\n' .. queue, tenant)
+  local value = tonumber(w[1]) or tonumber(w[2]) or 1
+  if value < 0 then value = 0 end
+  return value
+end
+
+-- A tenant whose list just got its first job: its start tag is max(v, its finish tag), so a
+-- tenant back from idle cannot bank credit, and a tenant served just before cannot jump ahead.
+local function activate(k, tenant, queue)
+  local w = weight(k.weights, tenant, queue)
+  if w == 0 then
+    redis.call('SADD', k.paused, tenant)
+    return
+  end
+  local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+  local f = tonumber(redis.call('ZSCORE', k.fin, tenant))
+  if f then
+    redis.call('ZREM', k.fin, tenant)
+    if f > v then v = f end
+  end
+  local seq = redis.call('HINCRBY', k.state, 'seq', 1)
+  redis.call('ZADD', k.ready, v, string.format('%016x', seq) .. tenant)
+end
+
+local function fair_keys(base, weights)
+  return { ready = base .. 'ready', state = base .. 'state', fin = base .. 'fin', paused = base .. 'paused',
+           sig = base .. 'sig', prefix = base .. 't:', weights = weights }
+end
+
+-- "<len>:<queue><len>:<tenant><job>": how an in-flight job remembers where it goes back to.
+local function inflight_entry(queue, tenant, job)
+  return #queue .. ':' .. queue .. #tenant .. ':' .. tenant .. job
+end
+
+local function parse_entry(entry)
+  local qlen, rest = entry:match('^(%d+):()')
+  if not qlen then return nil end
+  qlen = tonumber(qlen)
+  local queue = entry:sub(rest, rest + qlen - 1)
+  local tail = rest + qlen
+  local tlen, rest2 = entry:match('^(%d+):()', tail)
+  if not tlen then return nil end
+  tlen = tonumber(tlen)
+  local tenant = entry:sub(rest2, rest2 + tlen - 1)
+  return queue, tenant, entry:sub(rest2 + tlen)
+end

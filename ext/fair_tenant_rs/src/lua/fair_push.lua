@@ -1,0 +1,23 @@
+-- Pushes jobs into a fair queue: each to the back of its tenant's list, the tenant activated when
+-- its list was empty; the queue is registered in Sidekiq's `queues` set (this replaces Sidekiq's
+-- SADD + LPUSH), and idle fetchers get one wake-up token per job (at most `cap` waiting).
+-- KEYS  queues (Sidekiq's set), weights
+-- ARGV  base (the queue's key prefix), queue, cap, then tenant, job pairs
+-- Returns the jobs now waiting in the queue's fair backlog.
+local k = fair_keys(ARGV[1], KEYS[2])
+local queue = ARGV[2]
+local cap = tonumber(ARGV[3])
+local pushed = 0
+for i = 4, #ARGV, 2 do
+  local tenant, job = ARGV[i], ARGV[i + 1]
+  if redis.call('RPUSH', k.prefix .. tenant, job) == 1 then
+    activate(k, tenant, queue)
+  end
+  pushed = pushed + 1
+end
+redis.call('SADD', KEYS[1], queue)
+local tokens = math.min(pushed, cap - redis.call('LLEN', k.sig))
+for _ = 1, tokens do
+  redis.call('LPUSH', k.sig, '1')
+end
+return redis.call('HINCRBY', k.state, 'n', pushed)
