@@ -9,6 +9,7 @@ require_relative "fair_tenant/native"
 require_relative "fair_tenant/redis_settings"
 require_relative "fair_tenant/tls_settings"
 require_relative "fair_tenant/sentinel_settings"
+require_relative "fair_tenant/fair_queues"
 require_relative "fair_tenant/config"
 require_relative "fair_tenant/sidekiq_redis_settings"
 require_relative "fair_tenant/rate_limited_log"
@@ -23,6 +24,10 @@ require_relative "fair_tenant/instrumentation"
 require_relative "fair_tenant/job_classes"
 require_relative "fair_tenant/stats"
 require_relative "fair_tenant/queue_config"
+require_relative "fair_tenant/fair_push"
+require_relative "fair_tenant/fair_fetch_setup"
+require_relative "fair_tenant/fair_units"
+require_relative "fair_tenant/fair_fetch"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -124,6 +129,7 @@ module Sidekiq
           chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
         end
         config.on(:startup) do
+          FairFetch.install(config) if FairQueues.any?
           QueueConfig.warn_at_boot(config)
           Slots.start
         end
@@ -132,6 +138,7 @@ module Sidekiq
     end
 
     OptionsValidation.install
+    ::Sidekiq::Client.prepend(FairPush)
   end
 end
 

@@ -15,8 +15,9 @@ class SidekiqProcess
     @started ||= []
   end
 
-  def initialize(redis_url:, concurrency: 10, queues: %w[default], app: APP, args: [])
+  def initialize(redis_url:, concurrency: 10, queues: %w[default], app: APP, args: [], env: {}) # rubocop:disable Metrics/ParameterLists
     @app = app
+    @env = env
     @args = args
     @redis_url = redis_url
     @concurrency = concurrency
@@ -26,7 +27,7 @@ class SidekiqProcess
 
   def start
     env = { "REDIS_URL" => @redis_url, "RUBYLIB" => File.join(ROOT, "lib"),
-            "FAIR_TENANT_SPEC_PARENT" => Process.pid.to_s }
+            "FAIR_TENANT_SPEC_PARENT" => Process.pid.to_s }.merge(@env)
     # The bundle's sidekiq (6.4 or 7.3), not whichever one PATH finds first.
     args = [Gem.ruby, Gem.bin_path("sidekiq", "sidekiq"), "-r", @app, "-c", @concurrency.to_s,
             *@queues.flat_map { |q| ["-q", q] }, *@args]

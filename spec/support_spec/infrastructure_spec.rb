@@ -206,7 +206,9 @@ RSpec.describe "Spec infrastructure" do
     expect(client.set("k", "v")).to eq("OK")
     expect(client.connection[:port]).to eq(cluster.master_port)
     sentinel = cluster.sentinels.first
-    expect { Redis.new(**sentinel, timeout: 0.5, reconnect_attempts: 0).ping }.to raise_error(Redis::BaseConnectionError)
+    expect do
+      Redis.new(**sentinel, timeout: 0.5, reconnect_attempts: 0).ping
+    end.to raise_error(Redis::BaseConnectionError)
   ensure
     cluster&.stop
   end

@@ -13,6 +13,52 @@
 //! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::LazyLock;
+
+use redis::Script;
+
+macro_rules! fair_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            FairScript::new(concat!(
+                include_str!("lua/fair_common.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+
+/// A script's source (the common part included) and its SHA1, for callers that run it on Sidekiq's
+/// own connections (EVALSHA, then EVAL on NOSCRIPT).
+pub struct FairScript {
+    pub source: &'static str,
+    pub sha: String,
+}
+
+impl FairScript {
+    fn new(source: &'static str) -> FairScript {
+        FairScript {
+            source,
+            sha: Script::new(source).get_hash().to_string(),
+        }
+    }
+}
+
+static PUSH: LazyLock<FairScript> = fair_script!("lua/fair_push.lua");
+static FETCH: LazyLock<FairScript> = fair_script!("lua/fair_fetch.lua");
+static ADOPT: LazyLock<FairScript> = fair_script!("lua/fair_adopt.lua");
+static ACK: LazyLock<FairScript> = fair_script!("lua/fair_ack.lua");
+
+/// The scripts by name: `push`, `fetch`, `adopt`, `ack`.
+pub fn script(name: &str) -> Option<&'static FairScript> {
+    match name {
+        "push" => Some(&PUSH),
+        "fetch" => Some(&FETCH),
+        "adopt" => Some(&ADOPT),
+        "ack" => Some(&ACK),
+        _ => None,
+    }
+}
 
 /// Prefix of every fair-queue key.
 pub const PREFIX: &str = "sidekiq-fair_tenant:fair:";
@@ -322,6 +368,16 @@ mod tests {
         assert_eq!(Entry::decode(&shared.encode()), Some(shared));
         assert_eq!(Entry::decode("x:y"), None);
         assert_eq!(Entry::decode("99:short"), None);
+    }
+
+    #[test]
+    fn scripts_carry_the_common_rule_and_their_sha() {
+        for name in ["push", "fetch", "adopt", "ack"] {
+            let s = script(name).unwrap();
+            assert!(s.source.contains("local function activate"), "{name}");
+            assert_eq!(s.sha.len(), 40);
+        }
+        assert!(script("nope").is_none());
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`], [`server`], [`slots`], [`stats`], [`tls`], [`error`],
 //! [`build_info`].
 //! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
-//! `concurrency_rule` (`Native::Concurrency`), `queue_plan` (`Native::QueuePlan`); `Native` itself
+//! `concurrency_rule` (`Native::Concurrency`), `fair_binding` (`Native::Fair`), `queue_plan` (`Native::QueuePlan`); `Native` itself
 //! (`build_info`) below; shared glue in `helpers`.
 
 pub mod build_info;
@@ -25,6 +25,7 @@ pub mod tls;
 
 mod client;
 mod concurrency_rule;
+mod fair_binding;
 mod helpers;
 mod queue_plan;
 mod rule_set;
@@ -40,6 +41,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     rule_set::init(ruby, native)?;
     concurrency_rule::init(ruby, native)?;
     client::init(ruby, native)?;
+    fair_binding::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ module Sidekiq
       include RedisSettings
       include TlsSettings
       include SentinelSettings
+      include FairQueues::Settings
 
       ENV_PREFIX = "SIDEKIQ_FAIR_TENANT_"
       DEFAULT_ENQUEUES_KEY = "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s"
@@ -30,7 +31,7 @@ module Sidekiq
         reconnect_backoff: 1,
         sweep_interval: 5,
         sweep_batch: 100
-      }.merge(TlsSettings::DEFAULTS, SentinelSettings::DEFAULTS).freeze
+      }.merge(TlsSettings::DEFAULTS, SentinelSettings::DEFAULTS, FairQueues::Settings::DEFAULTS).freeze
 
       # Settings that the native Redis client is built from.
       CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout

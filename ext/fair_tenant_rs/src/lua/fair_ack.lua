@@ -14,11 +14,11 @@ for i = 4, #ARGV do
     local queue, tenant, job = parse_entry(entry)
     if mode == 'requeue' and queue then
       local k = fair_keys((template:gsub('%%Q', function() return queue end)), KEYS[2])
-      if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then
+      if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then -- the front: it runs next for its tenant
         activate(k, tenant, queue)
       end
       redis.call('HINCRBY', k.state, 'n', 1)
-      if redis.call('LLEN', k.sig) < cap then redis.call('LPUSH', k.sig, '1') end
+      add_tokens(k, 1, cap)
     end
   end
 end

@@ -37,6 +37,21 @@ local function activate(k, tenant, queue)
   redis.call('ZADD', k.ready, v, string.format('%016x', seq) .. tenant)
 end
 
+-- One job to the back of its tenant's list; the tenant activated if the list was empty.
+local function push_job(k, tenant, job, queue)
+  if redis.call('RPUSH', k.prefix .. tenant, job) == 1 then
+    activate(k, tenant, queue)
+  end
+end
+
+-- Wake-up tokens for idle fetchers: one per job, at most `cap` waiting.
+local function add_tokens(k, count, cap)
+  local tokens = math.min(count, cap - redis.call('LLEN', k.sig))
+  for _ = 1, tokens do
+    redis.call('LPUSH', k.sig, '1')
+  end
+end
+
 local function fair_keys(base, weights)
   return { ready = base .. 'ready', state = base .. 'state', fin = base .. 'fin', paused = base .. 'paused',
            sig = base .. 'sig', prefix = base .. 't:', weights = weights }

@@ -1,45 +1,54 @@
--- Takes the next job in fair order from the first of the given fair queues that has one, and moves it
--- to the process's in-flight list in the same step (a job is always in exactly one place).
+-- Takes the next job from the first of the given queues that has one, in the order Sidekiq's queue
+-- weights chose. From a fair queue: the next job in fair order, moved to the process's in-flight list
+-- in the same step (a job is always in exactly one place). From a plain queue: RPOP, as BasicFetch.
 -- KEYS  inflight (this process's list), weights
--- ARGV  woken ("1": the caller already took a wake-up token), then base, queue pairs in the order
---       Sidekiq's queue weights chose
--- Returns {queue, tenant, job, entry} (entry: what acknowledges it), or nil.
+-- ARGV  woken ("1": the caller already took a wake-up token), then base, queue pairs (base "" for a
+--       plain queue)
+-- Returns {queue, tenant, job, entry} (entry: what acknowledges it; tenant and entry false for a
+-- plain queue), {queue} when a fair queue's `queue:<name>` list holds jobs to adopt first, or nil.
 local woken = ARGV[1] == '1'
 for i = 2, #ARGV, 2 do
-  local k = fair_keys(ARGV[i], KEYS[2])
   local queue = ARGV[i + 1]
-  -- Paused tenants met at the head leave the rotation; bounded per call, each moves once.
-  for _ = 1, 100 do
-    local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
-    if #top == 0 then
-      redis.call('DEL', k.sig) -- nothing to serve: no token may wake an idle fetcher for it
-      break
-    end
-    local member, start = top[1], tonumber(top[2])
-    local tenant = member:sub(17)
-    local w = weight(k.weights, tenant, queue)
-    local list = k.prefix .. tenant
-    local job = w > 0 and redis.call('LPOP', list) or false
-    if w == 0 then
-      redis.call('ZREM', k.ready, member)
-      redis.call('SADD', k.paused, tenant)
-    elseif not job then
-      redis.call('ZREM', k.ready, member) -- an emptied list (cleared by hand): forget it
-    else
-      redis.call('HSET', k.state, 'v', top[2])
-      local finish = start + 1 / w
-      if redis.call('LLEN', list) > 0 then
-        redis.call('ZADD', k.ready, finish, member)
-      else
-        redis.call('ZREM', k.ready, member)
-        redis.call('ZADD', k.fin, finish, tenant)
+  if ARGV[i] == '' then
+    local job = redis.call('RPOP', 'queue:' .. queue)
+    if job then return { queue, false, job, false } end
+  elseif redis.call('LLEN', 'queue:' .. queue) > 0 then
+    return { queue }
+  else
+    local k = fair_keys(ARGV[i], KEYS[2])
+    -- Paused tenants met at the head leave the rotation; bounded per call, each moves once.
+    for _ = 1, 100 do
+      local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
+      if #top == 0 then
+        redis.call('DEL', k.sig) -- nothing to serve: no token may wake an idle fetcher for it
+        break
       end
-      redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
-      redis.call('HINCRBY', k.state, 'n', -1)
-      if not woken then redis.call('RPOP', k.sig) end
-      local entry = inflight_entry(queue, tenant, job)
-      redis.call('LPUSH', KEYS[1], entry)
-      return { queue, tenant, job, entry }
+      local member, start = top[1], tonumber(top[2])
+      local tenant = member:sub(17)
+      local w = weight(k.weights, tenant, queue)
+      local list = k.prefix .. tenant
+      local job = w > 0 and redis.call('LPOP', list) or false
+      if w == 0 then
+        redis.call('ZREM', k.ready, member)
+        redis.call('SADD', k.paused, tenant)
+      elseif not job then
+        redis.call('ZREM', k.ready, member) -- an emptied list (cleared by hand): forget it
+      else
+        redis.call('HSET', k.state, 'v', top[2])
+        local finish = start + 1 / w
+        if redis.call('LLEN', list) > 0 then
+          redis.call('ZADD', k.ready, finish, member)
+        else
+          redis.call('ZREM', k.ready, member)
+          redis.call('ZADD', k.fin, finish, tenant)
+        end
+        redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
+        redis.call('HINCRBY', k.state, 'n', -1)
+        if not woken then redis.call('RPOP', k.sig) end
+        local entry = inflight_entry(queue, tenant, job)
+        redis.call('LPUSH', KEYS[1], entry)
+        return { queue, tenant, job, entry }
+      end
     end
   end
 end

@@ -6,18 +6,11 @@
 -- Returns the jobs now waiting in the queue's fair backlog.
 local k = fair_keys(ARGV[1], KEYS[2])
 local queue = ARGV[2]
-local cap = tonumber(ARGV[3])
 local pushed = 0
 for i = 4, #ARGV, 2 do
-  local tenant, job = ARGV[i], ARGV[i + 1]
-  if redis.call('RPUSH', k.prefix .. tenant, job) == 1 then
-    activate(k, tenant, queue)
-  end
+  push_job(k, ARGV[i], ARGV[i + 1], queue)
   pushed = pushed + 1
 end
 redis.call('SADD', KEYS[1], queue)
-local tokens = math.min(pushed, cap - redis.call('LLEN', k.sig))
-for _ = 1, tokens do
-  redis.call('LPUSH', k.sig, '1')
-end
+add_tokens(k, pushed, tonumber(ARGV[3]))
 return redis.call('HINCRBY', k.state, 'n', pushed)

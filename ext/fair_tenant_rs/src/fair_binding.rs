@@ -1,0 +1,52 @@
+//! `Sidekiq::FairTenant::Native::Fair`: the fair-queue rule's scripts and keys, for the Ruby push path
+//! and fetcher, which run the scripts on Sidekiq's own connections (so a job stays in the shard its
+//! client chose). Binding only: the rule and the key names are in [`crate::fair`].
+
+use magnus::{prelude::*, Error, RModule, RString, Ruby, Value};
+
+use crate::fair::{self, Entry};
+use crate::helpers::errors::argument_error;
+
+fn script(ruby: &Ruby, name: String) -> Result<&'static fair::FairScript, Error> {
+    fair::script(&name)
+        .ok_or_else(|| argument_error(ruby, format!("no fair-queue script named {name:?}")))
+}
+
+fn source(ruby: &Ruby, name: String) -> Result<RString, Error> {
+    Ok(ruby.str_new(script(ruby, name)?.source))
+}
+
+fn sha(ruby: &Ruby, name: String) -> Result<RString, Error> {
+    Ok(ruby.str_new(&script(ruby, name)?.sha))
+}
+
+fn decode_entry(ruby: &Ruby, entry: String) -> Result<Value, Error> {
+    Ok(match Entry::decode(&entry) {
+        Some(e) => ruby.ary_from_vec(vec![e.queue, e.tenant, e.job]).as_value(),
+        None => ruby.qnil().as_value(),
+    })
+}
+
+pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
+    let module = native.define_module("Fair")?;
+    module.define_singleton_method("script_source", magnus::function!(source, 1))?;
+    module.define_singleton_method("script_sha", magnus::function!(sha, 1))?;
+    module.define_singleton_method("base", magnus::function!(|q: String| fair::base(&q), 1))?;
+    module.define_singleton_method("base_template", magnus::function!(fair::base_template, 0))?;
+    module.define_singleton_method("weights_key", magnus::function!(fair::weights_key, 0))?;
+    module.define_singleton_method(
+        "inflight_key",
+        magnus::function!(|identity: String| fair::inflight_key(&identity), 1),
+    )?;
+    module.define_singleton_method(
+        "weight_field",
+        magnus::function!(
+            |t: String, q: Option<String>| fair::weight_field(&t, q.as_deref()),
+            2
+        ),
+    )?;
+    module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
+    module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
+    Ok(())
+}

@@ -1,0 +1,146 @@
+# frozen_string_literal: true
+
+require "sidekiq/fetch"
+
+module Sidekiq
+  module FairTenant
+    # Sidekiq's fetch strategy for processes with fair queues (installed at startup when `fair_queues` is
+    # set; Sidekiq 6.4 `options[:fetch]`, 7.x/8.x `config[:fetch_class]`). Queues are polled in Sidekiq's
+    # order and weights, as BasicFetch does; inside a fair queue the next job is the next in weighted fair
+    # order per tenant (Native::Fair), moved to this process's in-flight list in the same script, so a job
+    # is always in exactly one place in Redis. Queues that are not fair are fetched as BasicFetch does.
+    #
+    # One round trip per job while work waits; when there is none, the thread blocks in BRPOP (on the fair
+    # queues' wake-up lists and the plain queues) for up to TIMEOUT seconds, as BasicFetch does.
+    class FairFetch
+      extend Setup
+
+      TIMEOUT = 2
+      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip.
+      ADOPT_BATCH = 100
+
+      attr_reader :inflight_key
+
+      # Sidekiq 7.x/8.x pass a capsule; 6.4 its options Hash.
+      def initialize(capsule_or_options)
+        if capsule_or_options.respond_to?(:queues)
+          @capsule = capsule_or_options
+          @strict = @capsule.mode == :strict
+          @queues = @capsule.queues.map(&:to_s)
+        else
+          raise ArgumentError, "missing queue list" unless capsule_or_options[:queues]
+
+          @strict = capsule_or_options[:strict] ? true : false
+          @queues = capsule_or_options[:queues].map(&:to_s)
+        end
+        @queues.uniq! if @strict
+        @inflight_key = Native::Fair.inflight_key(FairFetch.identity)
+      end
+
+      def redis(&block)
+        @capsule ? @capsule.redis(&block) : ::Sidekiq.redis(&block)
+      end
+
+      def retrieve_work
+        names = queue_order
+        if names.empty?
+          sleep(TIMEOUT)
+          return nil
+        end
+        redis do |conn|
+          fetch(conn, names, woken: false) || wait_and_fetch(conn, names)
+        end
+      end
+
+      # Jobs still running at a hard shutdown: fair ones to the front of their tenants, others to their
+      # queues (as BasicFetch). `options` is 6.4's second argument.
+      def bulk_requeue(inprogress, _options = nil)
+        return if inprogress.empty?
+
+        requeue_units(inprogress)
+        ::Sidekiq.logger.info("Pushed #{inprogress.size} jobs back to Redis")
+      rescue StandardError => e
+        ::Sidekiq.logger.warn("Failed to requeue #{inprogress.size} jobs: #{e.message}")
+      end
+
+      # Drops in-flight entries ("ack") or puts their jobs back at the front of their tenants ("requeue").
+      def finish(mode, entries)
+        redis do |conn|
+          FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY],
+                         [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, *entries])
+        end
+      end
+
+      private
+
+      def requeue_units(units)
+        fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
+        finish("requeue", fair.map(&:entry)) unless fair.empty?
+        requeue_plain(plain.group_by(&:queue)) unless plain.empty?
+      end
+
+      def requeue_plain(by_queue)
+        redis { |conn| by_queue.each { |queue, list| conn.call("RPUSH", queue, *list.map(&:job)) } }
+      end
+
+      # Sidekiq's order: strict, or shuffled by weight (a queue listed twice is twice as likely first).
+      def queue_order
+        return @queues if @strict
+
+        @queues.shuffle.uniq
+      end
+
+      def fetch(conn, names, woken:)
+        argv = [woken ? "1" : "0"]
+        names.each { |name| argv.push(FairQueues.fair?(name) ? FairQueues.base(name) : "", name) }
+        3.times do
+          reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY], argv)
+          return nil unless reply
+          return unit(reply) if reply.size == 4
+
+          adopt(conn, reply[0])
+        end
+        nil
+      end
+
+      def unit(reply)
+        queue, tenant, job, entry = reply
+        return PlainUnit.new("queue:#{queue}", job, self) unless tenant
+
+        FairUnit.new("queue:#{queue}", job, entry, self)
+      end
+
+      # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.
+      def wait_and_fetch(conn, names)
+        keys = names.map { |name| FairQueues.fair?(name) ? "#{FairQueues.base(name)}sig" : "queue:#{name}" }
+        key, value = if conn.respond_to?(:blocking_call)
+                       conn.blocking_call(TIMEOUT, "BRPOP", *keys, TIMEOUT)
+                     else
+                       conn.brpop(*keys, timeout: TIMEOUT)
+                     end
+        return nil unless key
+        return PlainUnit.new(key, value, self) if key.start_with?("queue:")
+
+        fetch(conn, names, woken: true)
+      end
+
+      # Moves the oldest jobs of a fair queue's `queue:<name>` list into fair order (their tenants found
+      # as for re-routing). Another process doing the same at once makes the script refuse; the next fetch
+      # tries again.
+      def adopt(conn, queue)
+        jobs = conn.call("LRANGE", "queue:#{queue}", -ADOPT_BATCH, -1).reverse
+        return if jobs.empty?
+
+        pairs = jobs.map { |job| [FairQueues.tenant(parse(job)), job] }
+        FairQueues.run(conn, "adopt", ["queue:#{queue}", FairQueues::WEIGHTS_KEY],
+                       [FairQueues.base(queue), queue, FairQueues::TOKEN_CAP, *pairs.flatten])
+      end
+
+      def parse(job)
+        ::Sidekiq.load_json(job)
+      rescue StandardError
+        {}
+      end
+    end
+  end
+end

@@ -1,0 +1,40 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # Installing FairFetch in a server process, and the identity its in-flight list is named after.
+      module Setup
+        # Makes FairFetch the process's fetch strategy. Sidekiq runs one per process: another one already set
+        # (Sidekiq Pro's super_fetch, sidekiq-limit_fetch, sidekiq-throttled's) is an error, never replaced.
+        def install(config)
+          if config.respond_to?(:options) # Sidekiq 6.x: the Sidekiq module, a fetcher instance
+            current = config.options[:fetch]
+            refuse(current.class) if current && !current.is_a?(FairFetch)
+            config.options[:fetch] = FairFetch.new(config.options) unless current
+          else # 7.x/8.x: a fetch class, instantiated per capsule
+            current = config[:fetch_class]
+            refuse(current) if current && current != FairFetch
+            config[:fetch_class] = FairFetch
+          end
+        end
+
+        def refuse(other)
+          raise ConfigurationError, "fair_queues needs Sidekiq::FairTenant::FairFetch as the fetch strategy, " \
+                                    "but #{other} is configured (Sidekiq runs one per process): remove it, " \
+                                    "or the fair_queues"
+        end
+
+        # This process's identity as Sidekiq's heartbeat names it.
+        def identity
+          if defined?(::Sidekiq::Component)
+            Object.new.extend(::Sidekiq::Component).identity
+          else
+            require "sidekiq/util"
+            Object.new.extend(::Sidekiq::Util).identity
+          end
+        end
+      end
+    end
+  end
+end

@@ -1,0 +1,88 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Fair queues: queues whose jobs are served in weighted fair order per tenant (FairFetch on servers,
+    # FairPush on clients). The rule, its scripts and its keys are in the extension (Native::Fair); this
+    # runs the scripts on Sidekiq's own connections, so a job stays in the shard its client chose.
+    module FairQueues
+      # The `fair_queues` key of Config: names, as an Array or one comma-separated String.
+      module Settings
+        DEFAULTS = { fair_queues: [].freeze }.freeze
+
+        def fair_queues=(value)
+          list = value.is_a?(String) ? value.split(",") : Array(value)
+          names = list.map { |name| name.to_s.strip }.reject(&:empty?).uniq
+          if (bad = names.find { |name| name.start_with?("queue:") })
+            raise ConfigurationError, "fair_queues takes queue names without the queue: prefix, got #{bad.inspect}"
+          end
+
+          @fair_queues = names.freeze
+        end
+      end
+
+      WEIGHTS_KEY = Native::Fair.weights_key.freeze
+      TOKEN_CAP = Native::Fair::TOKEN_CAP
+      SHARED_TENANT = Native::Fair::SHARED_TENANT
+      SCRIPTS = %w[push fetch adopt ack].to_h do |name|
+        [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
+      end.freeze
+
+      module_function
+
+      def names
+        FairTenant.config.fair_queues
+      end
+
+      def fair?(queue)
+        !names.empty? && names.include?(queue.to_s)
+      end
+
+      def any?
+        !names.empty?
+      end
+
+      def base(queue)
+        Native::Fair.base(queue.to_s)
+      end
+
+      # Runs a fair-queue script on one of Sidekiq's connections (redis-rb 4.8 or redis-client): EVALSHA,
+      # and EVAL when the server does not know the script yet (a restart, SCRIPT FLUSH).
+      def run(conn, name, keys, argv)
+        sha, source = SCRIPTS.fetch(name)
+        conn.call("EVALSHA", sha, keys.size, *keys, *argv)
+      rescue StandardError => e
+        raise unless e.message.start_with?("NOSCRIPT")
+
+        conn.call("EVAL", source, keys.size, *keys, *argv)
+      end
+
+      # The tenant of a payload, found as for re-routing; a job with none belongs to the shared tenant.
+      def tenant(payload)
+        klass = JobInfo.job_class(payload["class"], payload)
+        JobInfo.tenant(klass, payload) || SHARED_TENANT
+      rescue StandardError
+        SHARED_TENANT
+      end
+
+      # Pushes JSON jobs (with their tenants) to a fair queue: one round trip.
+      def push(conn, queue, tenants_and_jobs)
+        run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, *tenants_and_jobs.flatten])
+      end
+
+      # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.
+      def testing?
+        defined?(::Sidekiq::Testing) && !::Sidekiq::Testing.disabled?
+      end
+
+      # `enqueued_at` as the running Sidekiq writes it (8.0+: epoch milliseconds).
+      def now
+        if Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8")
+          ::Process.clock_gettime(::Process::CLOCK_REALTIME, :millisecond)
+        else
+          Time.now.to_f
+        end
+      end
+    end
+  end
+end

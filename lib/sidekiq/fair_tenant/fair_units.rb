@@ -1,0 +1,36 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # A job from a fair queue: acknowledged (dropped from the in-flight list) after it ran, or put back
+      # at the front of its tenant.
+      FairUnit = Struct.new(:queue, :job, :entry, :fetch) do
+        def acknowledge
+          fetch.finish("ack", [entry])
+        end
+
+        def queue_name
+          queue.delete_prefix("queue:")
+        end
+
+        def requeue
+          fetch.finish("requeue", [entry])
+        end
+      end
+
+      # A job from a queue that is not fair, as BasicFetch hands it out.
+      PlainUnit = Struct.new(:queue, :job, :fetch) do
+        def acknowledge; end
+
+        def queue_name
+          queue.delete_prefix("queue:")
+        end
+
+        def requeue
+          fetch.redis { |conn| conn.call("RPUSH", queue, job) }
+        end
+      end
+    end
+  end
+end

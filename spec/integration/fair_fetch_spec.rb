@@ -1,0 +1,158 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/sidekiq_process"
+require_relative "../support/fair_app"
+
+# Fair fetch on real `sidekiq` server processes (Sidekiq 6.4 or 7.3, whichever the bundle has) and the
+# spec Redis: the queue `fair` is fair, `plain` is not.
+RSpec.describe "Fair fetch" do
+  let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
+  let(:weights) { Sidekiq::FairTenant::FairQueues::WEIGHTS_KEY }
+  let(:servers) { [] }
+
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after do
+    servers.each(&:stop)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  def start_server(concurrency: 5, queues: %w[fair plain])
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: queues,
+                       app: File.expand_path("../support/fair_app.rb", __dir__)).start.tap { |s| servers << s }
+  end
+
+  def events(kind = "start")
+    redis.lrange(FairApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }.select { |e| e["event"] == kind }
+  end
+
+  def wait_for(what, timeout: 30)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    until (result = yield)
+      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        logs = servers.map { |s| File.read(s.log).lines.last(30).join }.join("\n")
+        raise "timed out waiting for #{what}; server logs:\n#{logs}"
+      end
+      sleep 0.05
+    end
+    result
+  end
+
+  def backlog = redis.hget("#{base}state", "n").to_i
+
+  describe "pushing" do
+    it "replaces Sidekiq's SADD + LPUSH with one script call: queue:fair stays empty, the backlog counts it" do
+      FairJob.perform_async("acme", 0) # loads the script
+      sent = monitor_commands { 10.times { |i| FairJob.perform_async("acme", i + 1) } }
+
+      expect(sent).to eq(["evalsha"] * 10)
+      expect(queue_size("fair")).to eq(0)
+      expect(backlog).to eq(11)
+      expect(redis.smembers("queues")).to include("fair")
+    end
+
+    it "keeps push_bulk's jids and pushes the batch in one call" do
+      jids = Sidekiq::Client.push_bulk("class" => FairJob, "args" => [%w[a 1], %w[b 2], %w[a 3]])
+
+      expect(jids.size).to eq(3)
+      expect(backlog).to eq(3)
+      stored = redis.lrange("#{base}t:a", 0, -1).map { |j| JSON.parse(j)["jid"] }
+      expect(stored).to eq([jids[0], jids[2]])
+    end
+
+    it "leaves scheduled jobs and jobs of other queues to Sidekiq" do
+      FairJob.perform_in(60, "acme", 1)
+      PlainQueueJob.perform_async(1)
+
+      expect(redis.zcard("schedule")).to eq(1)
+      expect(queue_size("plain")).to eq(1)
+      expect(backlog).to eq(0)
+    end
+
+    it "recovers from a flushed script cache (EVAL once, then EVALSHA again)" do
+      redis.script(:flush)
+      FairJob.perform_async("acme", 1)
+      FairJob.perform_async("acme", 2)
+
+      expect(backlog).to eq(2)
+    end
+  end
+
+  describe "serving" do
+    it "gives backlogged tenants service in proportion to their weights (1/1/3, ±5% over 3,000 jobs)" do
+      redis.hset(weights, "c", 3)
+      args = Array.new(2000) { |i| %w[a b c].map { |t| [t, i] } }.flatten(1)
+      args.each_slice(1000) { |slice| Sidekiq::Client.push_bulk("class" => FairJob, "args" => slice) }
+      start_server(concurrency: 5)
+
+      first = wait_for("3,000 jobs started") { (e = events).size >= 3000 && e.first(3000) }
+      counts = first.group_by { |e| e["tenant"] }.transform_values(&:size)
+      { "a" => 600, "b" => 600, "c" => 1800 }.each do |tenant, want|
+        expect(counts[tenant]).to be_within(want * 0.05).of(want), "#{tenant}: #{counts.inspect}"
+      end
+    end
+
+    it "runs a tenant's jobs in the order they were pushed, and a small tenant's job before a big backlog" do
+      200.times { |i| FairJob.perform_async("mega", i) }
+      FairJob.perform_async("small", 0)
+      start_server(concurrency: 1)
+
+      started = wait_for("201 jobs") { (e = events).size >= 201 && e }
+      mega = started.select { |e| e["tenant"] == "mega" }.map { |e| e["index"] }
+      expect(mega).to eq((0...200).to_a)
+      expect(started.index { |e| e["tenant"] == "small" }).to be <= 1
+      expect(redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key("x"))).to eq(0)
+    end
+
+    it "adopts jobs pushed straight to queue:fair (a raw LPUSH, a client without the gem) into fair order" do
+      jobs = Array.new(5) { |i| { "class" => "FairJob", "queue" => "fair", "args" => ["raw", i], "jid" => "raw#{i}" } }
+      redis.lpush("queue:fair", jobs.map { |j| JSON.generate(j) })
+      start_server(concurrency: 2)
+
+      started = wait_for("5 raw jobs") { (e = events).size >= 5 && e }
+      expect(started.map { |e| e["jid"] }.sort).to eq(jobs.map { |j| j["jid"] }.sort)
+      expect(queue_size("fair")).to eq(0)
+    end
+
+    it "starts a job pushed to an idle server at once, and fetches plain queues as BasicFetch does" do
+      start_server(concurrency: 3)
+      sleep 2.5 # every thread blocks in BRPOP
+      pushed = Process.clock_gettime(Process::CLOCK_REALTIME)
+      FairJob.perform_async("acme", 1)
+      PlainQueueJob.perform_async(2)
+
+      started = wait_for("both jobs") { (e = events).size >= 2 && e }
+      fair = started.find { |e| e["queue"] == "fair" }
+      expect(fair["at"] - pushed).to be < 1.0 # blocked in BRPOP, woken by the push (not by its 2 s timeout)
+      expect(started.map { |e| e["queue"] }).to contain_exactly("fair", "plain")
+      wait_for("in-flight list emptied") do
+        redis.keys("#{Sidekiq::FairTenant::Native::Fair.inflight_key("")}*").sum { |k| redis.llen(k) }.zero?
+      end
+    end
+
+    it "pauses a tenant with weight 0 and resumes it" do
+      redis.hset(weights, "paused", 0)
+      3.times { |i| FairJob.perform_async("paused", i) }
+      FairJob.perform_async("other", 0)
+      start_server(concurrency: 2)
+
+      wait_for("the other tenant's job") { events.any? { |e| e["tenant"] == "other" } }
+      sleep 0.5
+      expect(events.map { |e| e["tenant"] }).not_to include("paused")
+      expect(backlog).to eq(3)
+    end
+  end
+
+  describe "installing" do
+    it "refuses to replace another fetch strategy" do
+      config = { fetch_class: Class.new }
+      config.define_singleton_method(:respond_to?) { |name, *| name != :options && super(name) }
+      expect { Sidekiq::FairTenant::FairFetch.install(config) }
+        .to raise_error(Sidekiq::FairTenant::ConfigurationError, /fetch strategy.*Sidekiq runs one per process/)
+    end
+  end
+end
