@@ -27,6 +27,7 @@ require_relative "fair_tenant/queue_config"
 require_relative "fair_tenant/fair_push"
 require_relative "fair_tenant/fair_fetch_setup"
 require_relative "fair_tenant/fair_units"
+require_relative "fair_tenant/fair_recovery"
 require_relative "fair_tenant/fair_fetch"
 
 module Sidekiq

@@ -21,8 +21,8 @@ RSpec.describe "Fair fetch" do
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
-  def start_server(concurrency: 5, queues: %w[fair plain])
-    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: queues,
+  def start_server(concurrency: 5, queues: %w[fair plain], args: [])
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: queues, args: args,
                        app: File.expand_path("../support/fair_app.rb", __dir__)).start.tap { |s| servers << s }
   end
 
@@ -144,6 +144,56 @@ RSpec.describe "Fair fetch" do
       sleep 0.5
       expect(events.map { |e| e["tenant"] }).not_to include("paused")
       expect(backlog).to eq(3)
+    end
+  end
+
+  describe "reliability" do
+    let(:registry) { Sidekiq::FairTenant::Native::Fair.registry_key }
+
+    def inflight(identity) = Sidekiq::FairTenant::Native::Fair.inflight_key(identity)
+    def finished_indexes = events("finish").map { |e| e["index"] }.uniq.sort
+
+    it "puts a SIGKILLed process's jobs back once its heartbeat is gone, and runs every job" do
+      6.times { |i| FairJob.perform_async("acme", i, 3000) }
+      first = start_server(concurrency: 3)
+      wait_for("3 jobs running") { events.size >= 3 }
+      identity = redis.smembers(registry).first
+      first.kill!
+
+      expect(redis.llen(inflight(identity))).to eq(3) # nothing lost: in flight, not gone
+      redis.del(identity) # the heartbeat key, which would expire 60 s after the last beat
+      start_server(concurrency: 6)
+
+      wait_for("all 6 jobs finished") { finished_indexes == (0..5).to_a }
+      expect(redis.exists?(inflight(identity))).to be(false)
+      expect(redis.smembers(registry)).not_to include(identity)
+      expect(redis.zcard("dead")).to eq(0)
+    end
+
+    it "puts running jobs back at the front of their tenant on a TERM past Sidekiq's timeout" do
+      4.times { |i| FairJob.perform_async("acme", i, 5000) }
+      server = start_server(concurrency: 2, args: %w[-t 1])
+      wait_for("2 jobs running") { events.size >= 2 }
+      server.stop
+
+      expect(backlog).to eq(4)
+      expect(redis.lrange("#{base}t:acme", 0, 1).map { |j| JSON.parse(j)["args"][1] }).to match_array([0, 1])
+      expect(redis.keys("#{inflight("")}*").sum { |k| redis.llen(k) }).to eq(0)
+    end
+
+    it "sends a job interrupted three times to the dead set, with the reason" do
+      job = { "class" => "FairJob", "queue" => "fair", "args" => ["acme", 9], "jid" => "poison",
+              "fair_tenant_interrupted" => 2 }
+      entry = "4:fair4:acme#{JSON.generate(job)}"
+      redis.sadd(registry, "gone-host:1:abc")
+      redis.lpush(inflight("gone-host:1:abc"), entry)
+      start_server(concurrency: 1)
+
+      dead = wait_for("the dead set") { redis.zrange("dead", 0, -1).first }
+      expect(JSON.parse(dead)).to include("jid" => "poison", "fair_tenant_interrupted" => 3,
+                                          "error_message" => /interrupted 3 times/)
+      expect(backlog).to eq(0)
+      expect(redis.exists?(inflight("gone-host:1:abc"))).to be(false)
     end
   end
 

@@ -95,6 +95,16 @@ pub fn inflight_key(identity: &str) -> String {
     format!("{PREFIX}inflight:{identity}")
 }
 
+/// The set of process identities that have an in-flight list (for orphan recovery).
+pub fn registry_key() -> String {
+    format!("{PREFIX}inflight-owners")
+}
+
+/// Held (SET NX, with a TTL) by the process recovering orphaned in-flight jobs.
+pub fn recovery_lock_key() -> String {
+    format!("{PREFIX}recovery-lock")
+}
+
 /// An in-flight job and where it goes back to: `<len>:<queue><len>:<tenant><job>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -385,6 +395,8 @@ mod tests {
         assert_eq!(base("imports"), "sidekiq-fair_tenant:fair:{imports}:");
         assert_eq!(base_template().replace("%Q", "imports"), base("imports"));
         assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
+        assert!(inflight_key("host:1:abc").starts_with(PREFIX));
+        assert_ne!(registry_key(), recovery_lock_key());
         assert_eq!(parse_weight(Some("3")), 3.0);
         assert_eq!(parse_weight(Some("-2")), 0.0);
         assert_eq!(parse_weight(Some("junk")), 1.0);

@@ -46,6 +46,11 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         ),
     )?;
     module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.define_singleton_method("registry_key", magnus::function!(fair::registry_key, 0))?;
+    module.define_singleton_method(
+        "recovery_lock_key",
+        magnus::function!(fair::recovery_lock_key, 0),
+    )?;
     module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
     Ok(())

@@ -34,7 +34,9 @@ module Sidekiq
           @queues = capsule_or_options[:queues].map(&:to_s)
         end
         @queues.uniq! if @strict
-        @inflight_key = Native::Fair.inflight_key(FairFetch.identity)
+        @identity = FairFetch.identity
+        @inflight_key = Native::Fair.inflight_key(@identity)
+        @registered = false
       end
 
       def redis(&block)
@@ -48,6 +50,7 @@ module Sidekiq
           return nil
         end
         redis do |conn|
+          housekeeping(conn)
           fetch(conn, names, woken: false) || wait_and_fetch(conn, names)
         end
       end
@@ -72,6 +75,15 @@ module Sidekiq
       end
 
       private
+
+      # Registers this process's in-flight list once, and now and then recovers dead processes' jobs.
+      def housekeeping(conn)
+        unless @registered
+          Recovery.register(conn, @identity)
+          @registered = true
+        end
+        Recovery.sweep(conn, @identity) if Recovery.due?
+      end
 
       def requeue_units(units)
         fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
@@ -98,7 +110,7 @@ module Sidekiq
           return nil unless reply
           return unit(reply) if reply.size == 4
 
-          adopt(conn, reply[0])
+          FairQueues.adopt(conn, reply[0], ADOPT_BATCH)
         end
         nil
       end
@@ -122,24 +134,6 @@ module Sidekiq
         return PlainUnit.new(key, value, self) if key.start_with?("queue:")
 
         fetch(conn, names, woken: true)
-      end
-
-      # Moves the oldest jobs of a fair queue's `queue:<name>` list into fair order (their tenants found
-      # as for re-routing). Another process doing the same at once makes the script refuse; the next fetch
-      # tries again.
-      def adopt(conn, queue)
-        jobs = conn.call("LRANGE", "queue:#{queue}", -ADOPT_BATCH, -1).reverse
-        return if jobs.empty?
-
-        pairs = jobs.map { |job| [FairQueues.tenant(parse(job)), job] }
-        FairQueues.run(conn, "adopt", ["queue:#{queue}", FairQueues::WEIGHTS_KEY],
-                       [FairQueues.base(queue), queue, FairQueues::TOKEN_CAP, *pairs.flatten])
-      end
-
-      def parse(job)
-        ::Sidekiq.load_json(job)
-      rescue StandardError
-        {}
       end
     end
   end

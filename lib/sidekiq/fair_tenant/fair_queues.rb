@@ -70,6 +70,24 @@ module Sidekiq
         run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, *tenants_and_jobs.flatten])
       end
 
+      # Moves the oldest jobs of a fair queue's `queue:<name>` list into fair order (their tenants found as
+      # for re-routing): jobs pushed by a client without the gem, a raw LPUSH, a slot hand-over, or the
+      # backlog from before fair fetch. If another process does the same at once the script refuses (-1)
+      # and the next fetch tries again.
+      def adopt(conn, queue, batch)
+        jobs = conn.call("LRANGE", "queue:#{queue}", -batch, -1).reverse
+        return 0 if jobs.empty?
+
+        pairs = jobs.map { |job| [tenant(parse(job)), job] }
+        run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue, TOKEN_CAP, *pairs.flatten])
+      end
+
+      def parse(job)
+        ::Sidekiq.load_json(job)
+      rescue StandardError
+        {}
+      end
+
       # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.
       def testing?
         defined?(::Sidekiq::Testing) && !::Sidekiq::Testing.disabled?
