@@ -29,6 +29,8 @@ require_relative "fair_tenant/fair_fetch_setup"
 require_relative "fair_tenant/fair_units"
 require_relative "fair_tenant/fair_recovery"
 require_relative "fair_tenant/fair_fetch"
+require_relative "fair_tenant/fair_visibility"
+require_relative "fair_tenant/weights"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -111,6 +113,11 @@ module Sidekiq
         @limits ||= Limits.new
       end
 
+      # Runtime weights of tenants in fair queues (see Weights).
+      def weights
+        @weights ||= Weights.new
+      end
+
       # Tenants, counts and concurrency scopes (see Stats).
       def stats
         @stats ||= Stats.new
@@ -140,6 +147,7 @@ module Sidekiq
 
     OptionsValidation.install
     ::Sidekiq::Client.prepend(FairPush)
+    FairVisibility.install
   end
 end
 

@@ -24,6 +24,21 @@ RSpec.describe "sidekiq-fair_tenant command" do
     expect(cli("limits", "get", "--tenant", "acme", "--queue", "default")[0]).to eq("none\n")
   end
 
+  it "sets, gets, lists and deletes fair-queue weights (in Sidekiq's Redis)" do
+    out, err, status = cli("weights", "set", "--tenant", "acme", "--queue", "imports", "2.5")
+    expect([status.exitstatus, out]).to eq([0, "weight set\n"]), err
+    expect(Sidekiq::FairTenant.weights.get(tenant: "acme", queue: "imports")).to eq(2.5)
+
+    expect(cli("weights", "set", "--tenant", "acme", "0")[0]).to eq("weight set\n")
+    expect(cli("weights", "get", "--tenant", "acme", "--queue", "imports")[0]).to eq("2.5\n")
+    expect(cli("weights", "list")[0]).to eq("tenant acme\t0\ntenant acme queue imports\t2.5\n")
+    expect(cli("weights", "delete", "--tenant", "acme")[2].exitstatus).to eq(0)
+    expect(cli("weights", "get", "--tenant", "acme")[0]).to eq("none\n")
+    _out, err, status = cli("weights", "set", "--tenant", "acme", "lots")
+    expect([status.exitstatus, err]).to match([2, /weight must be a number from 0/])
+    expect(cli("weights", "get")[1]).to match(/weights need --tenant/)
+  end
+
   it "prints a class's tenants and the greediest ones" do
     5.times { ThrottledJob.perform_async(1) }
     ThrottledJob.perform_async(2)

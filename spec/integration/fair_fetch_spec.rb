@@ -192,8 +192,133 @@ RSpec.describe "Fair fetch" do
       dead = wait_for("the dead set") { redis.zrange("dead", 0, -1).first }
       expect(JSON.parse(dead)).to include("jid" => "poison", "fair_tenant_interrupted" => 3,
                                           "error_message" => /interrupted 3 times/)
+      wait_for("the in-flight entry dropped") { !redis.exists?(inflight("gone-host:1:abc")) } # after the ZADD
       expect(backlog).to eq(0)
-      expect(redis.exists?(inflight("gone-host:1:abc"))).to be(false)
+    end
+  end
+
+  describe "weights" do
+    let(:api) { Sidekiq::FairTenant.weights }
+
+    it "sets, reads, lists and deletes weights per tenant and per tenant and queue; rejects bad ones" do
+      api.set(3, tenant: "acme")
+      api.set("0.5", tenant: "acme", queue: "fair")
+
+      expect(api.get(tenant: "acme")).to eq(3.0)
+      expect(api.get(tenant: "acme", queue: "fair")).to eq(0.5)
+      expect(api.get(tenant: "other")).to be_nil
+      expect(api.list).to eq([{ tenant: "acme", queue: nil, weight: 3.0 },
+                              { tenant: "acme", queue: "fair", weight: 0.5 }])
+      api.delete(tenant: "acme", queue: "fair")
+      expect(api.list.size).to eq(1)
+      [-1, "x", 2_000_000].each do |bad|
+        expect { api.set(bad, tenant: "acme") }.to raise_error(ArgumentError, /weight must be a number from 0/)
+      end
+    end
+
+    it "resumes a paused tenant when its weight is raised, without banking credit" do
+      api.set(0, tenant: "paused")
+      3.times { |i| FairJob.perform_async("paused", i) }
+      FairJob.perform_async("other", 0)
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+
+      first = fetch.retrieve_work
+      expect(JSON.parse(first.job)["args"][0]).to eq("other")
+      expect(fetch.retrieve_work).to be_nil # paused: nothing to serve (after one 2 s wait)
+      expect(api.set(1, tenant: "paused")).to eq(1)
+      expect(3.times.map { JSON.parse(fetch.retrieve_work.job)["args"] }).to eq([["paused", 0], ["paused", 1],
+                                                                                 ["paused", 2]])
+    end
+  end
+
+  describe "switching off" do
+    it "moves the whole fair backlog back to queue:fair in fair order, paused tenants last, losing nothing" do
+      Sidekiq::FairTenant.weights.set(0, tenant: "paused")
+      %w[a a a b].each_with_index { |t, i| FairJob.perform_async(t, i) }
+      FairJob.perform_async("paused", 9)
+
+      moved = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.drain(conn, "fair", batch: 2) }
+
+      expect(moved).to eq(5)
+      in_order = redis.lrange("queue:fair", 0, -1).reverse.map { |j| JSON.parse(j)["args"] } # RPOP order
+      expect(in_order).to eq([["a", 0], ["b", 3], ["a", 1], ["a", 2], ["paused", 9]])
+      expect(backlog).to eq(0)
+      expect(redis.keys("#{base}t:*")).to eq([])
+    end
+
+    it "runs every job once switched off and back on (a BasicFetch server, then a fair one)" do
+      10.times { |i| FairJob.perform_async("t#{i % 3}", i) }
+      Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.drain(conn, "fair") }
+      plain = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 2, queues: %w[fair],
+                                 app: File.expand_path("../support/fair_app.rb", __dir__),
+                                 env: { "FAIR_APP_PLAIN" => "1" }).start
+      servers << plain
+      wait_for("10 jobs on BasicFetch") { events.size >= 10 }
+      plain.stop
+      10.times { |i| FairJob.perform_async("t#{i % 3}", 10 + i) } # back on: fair again
+      start_server(concurrency: 2)
+      wait_for("20 jobs") { events.size >= 20 }
+      expect(events.map { |e| e["index"] }.sort).to eq((0...20).to_a)
+    end
+  end
+
+  describe "visibility" do
+    it "counts the fair backlog in Sidekiq::Queue#size/#latency, Stats#enqueued/#queues; #clear deletes it" do
+      3.times { |i| FairJob.perform_async("a", i) }
+      2.times { |i| FairJob.perform_async("b", i) }
+      redis.lpush("queue:fair", JSON.generate("class" => "FairJob", "args" => ["raw", 0], "jid" => "raw",
+                                              "enqueued_at" => Time.now.to_f - 30))
+      queue = Sidekiq::Queue.new("fair")
+
+      expect(queue.size).to eq(6)
+      expect(Sidekiq::Queue.all.map(&:name)).to include("fair")
+      expect(Sidekiq::Stats.new.enqueued).to eq(6)
+      expect(Sidekiq::Stats.new.queues).to include("fair" => 6)
+      expect(queue.latency).to be_within(2).of(30) # the raw job is the oldest
+      redis.del("queue:fair")
+      expect(queue.latency).to be_between(0, 5)
+
+      queue.clear
+      expect(queue.size).to eq(0)
+      expect(redis.keys("#{base}t:*")).to eq([])
+      expect(queue.latency).to eq(0)
+    end
+
+    it "tracks the oldest waiting job as jobs are adopted and fetched (the queue's latency)" do
+      now = Time.now.to_f
+      jobs = [[0, now - 100], [1, now - 50]].map do |i, at|
+        JSON.generate("class" => "FairJob", "queue" => "fair", "args" => ["old", i], "jid" => "o#{i}",
+                      "enqueued_at" => at)
+      end
+      redis.lpush("queue:fair", jobs) # oldest at the tail, as Sidekiq pushes
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      queue = Sidekiq::Queue.new("fair")
+
+      first = fetch.retrieve_work # adopts both, then serves the oldest
+      expect(JSON.parse(first.job)["jid"]).to eq("o0")
+      expect(queue.latency).to be_within(2).of(50)
+      first.acknowledge
+      fetch.retrieve_work.acknowledge
+      expect(queue.latency).to eq(0)
+      expect(queue.size).to eq(0)
+    end
+  end
+
+  describe "sidekiq/testing" do
+    it "leaves fake and inline testing to Sidekiq (the push path defers to it)" do
+      require "sidekiq/testing"
+      Sidekiq::Testing.fake! do
+        FairJob.perform_async("acme", 1)
+        expect(FairJob.jobs.size).to eq(1)
+        expect(backlog).to eq(0)
+        FairJob.drain
+      end
+      Sidekiq::Testing.inline! do
+        expect { FairJob.perform_async("acme", 2) }.not_to raise_error
+      end
+      expect(backlog).to eq(0)
+    ensure
+      Sidekiq::Testing.disable!
     end
   end
 

@@ -10,8 +10,8 @@ require "sidekiq/fair_tenant"
 Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server do |config|
   config.logger.level = Logger::WARN
-  # SIDEKIQ_FAIR_TENANT_FAIR_QUEUES in the environment overrides it (the spec process sets it on its own).
-  Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] } unless ENV["SIDEKIQ_FAIR_TENANT_FAIR_QUEUES"]
+  # FAIR_APP_PLAIN=1: no fair queues, so the process runs Sidekiq's own BasicFetch.
+  Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : %w[fair] }
 end
 
 require_relative "parent_watch"

@@ -48,14 +48,20 @@ static PUSH: LazyLock<FairScript> = fair_script!("lua/fair_push.lua");
 static FETCH: LazyLock<FairScript> = fair_script!("lua/fair_fetch.lua");
 static ADOPT: LazyLock<FairScript> = fair_script!("lua/fair_adopt.lua");
 static ACK: LazyLock<FairScript> = fair_script!("lua/fair_ack.lua");
+static CLEAR: LazyLock<FairScript> = fair_script!("lua/fair_clear.lua");
+static WEIGHT: LazyLock<FairScript> = fair_script!("lua/fair_weight.lua");
+static DRAIN: LazyLock<FairScript> = fair_script!("lua/fair_drain.lua");
 
-/// The scripts by name: `push`, `fetch`, `adopt`, `ack`.
+/// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`.
 pub fn script(name: &str) -> Option<&'static FairScript> {
     match name {
         "push" => Some(&PUSH),
         "fetch" => Some(&FETCH),
         "adopt" => Some(&ADOPT),
         "ack" => Some(&ACK),
+        "clear" => Some(&CLEAR),
+        "weight" => Some(&WEIGHT),
+        "drain" => Some(&DRAIN),
         _ => None,
     }
 }
@@ -143,6 +149,28 @@ fn take_counted(s: &str) -> Option<(&str, &str)> {
         return None;
     }
     Some(rest.split_at(len))
+}
+
+/// Largest weight accepted.
+pub const MAX_WEIGHT: f64 = 1_000_000.0;
+
+/// A weight to store: a number from 0 (pauses the tenant) to [`MAX_WEIGHT`].
+pub fn check_weight(weight: f64) -> Result<f64, String> {
+    if weight.is_finite() && (0.0..=MAX_WEIGHT).contains(&weight) {
+        Ok(weight)
+    } else {
+        Err(format!(
+            "weight must be a number from 0 to {MAX_WEIGHT} (0 pauses the tenant), got {weight}"
+        ))
+    }
+}
+
+/// A weight field back to (tenant, queue).
+pub fn parse_weight_field(field: &str) -> (String, Option<String>) {
+    match field.split_once('\n') {
+        Some((tenant, queue)) => (tenant.to_string(), Some(queue.to_string())),
+        None => (field.to_string(), None),
+    }
 }
 
 /// A weight as the scripts read it: a number ≥ 0, 1 when unset or unreadable.
@@ -382,7 +410,7 @@ mod tests {
 
     #[test]
     fn scripts_carry_the_common_rule_and_their_sha() {
-        for name in ["push", "fetch", "adopt", "ack"] {
+        for name in ["push", "fetch", "adopt", "ack", "clear", "weight", "drain"] {
             let s = script(name).unwrap();
             assert!(s.source.contains("local function activate"), "{name}");
             assert_eq!(s.sha.len(), 40);
@@ -398,6 +426,16 @@ mod tests {
         assert!(inflight_key("host:1:abc").starts_with(PREFIX));
         assert_ne!(registry_key(), recovery_lock_key());
         assert_eq!(parse_weight(Some("3")), 3.0);
+        assert_eq!(
+            parse_weight_field(&weight_field("acme", Some("imports"))),
+            ("acme".into(), Some("imports".into()))
+        );
+        assert_eq!(parse_weight_field("acme"), ("acme".into(), None));
+        assert_eq!(check_weight(0.0), Ok(0.0));
+        assert_eq!(check_weight(2.5), Ok(2.5));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 2e6] {
+            assert!(check_weight(bad).unwrap_err().contains("0 pauses"), "{bad}");
+        }
         assert_eq!(parse_weight(Some("-2")), 0.0);
         assert_eq!(parse_weight(Some("junk")), 1.0);
         assert_eq!(parse_weight(None), 1.0);

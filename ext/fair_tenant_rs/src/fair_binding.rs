@@ -20,6 +20,18 @@ fn sha(ruby: &Ruby, name: String) -> Result<RString, Error> {
     Ok(ruby.str_new(&script(ruby, name)?.sha))
 }
 
+fn check_weight(ruby: &Ruby, weight: f64) -> Result<f64, Error> {
+    fair::check_weight(weight).map_err(|e| argument_error(ruby, e))
+}
+
+fn parse_weight_field(ruby: &Ruby, field: String) -> Value {
+    let (tenant, queue) = fair::parse_weight_field(&field);
+    let out = ruby.ary_new_capa(2);
+    let _ = out.push(tenant);
+    let _ = out.push(queue);
+    out.as_value()
+}
+
 fn decode_entry(ruby: &Ruby, entry: String) -> Result<Value, Error> {
     Ok(match Entry::decode(&entry) {
         Some(e) => ruby.ary_from_vec(vec![e.queue, e.tenant, e.job]).as_value(),
@@ -46,6 +58,11 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         ),
     )?;
     module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.define_singleton_method("check_weight", magnus::function!(check_weight, 1))?;
+    module.define_singleton_method(
+        "parse_weight_field",
+        magnus::function!(parse_weight_field, 1),
+    )?;
     module.define_singleton_method("registry_key", magnus::function!(fair::registry_key, 0))?;
     module.define_singleton_method(
         "recovery_lock_key",

@@ -4,11 +4,16 @@ require "json"
 require "optparse"
 require "sidekiq/fair_tenant"
 require "sidekiq/fair_tenant/cli_format"
+require "sidekiq/fair_tenant/cli_limits"
+require "sidekiq/fair_tenant/cli_weights"
 
 module Sidekiq
   module FairTenant
     # The `sidekiq-fair_tenant` command. Exit status: 0 done, 1 Redis trouble, 2 bad usage.
     class CLI
+      include CLILimits
+      include CLIWeights
+
       UsageError = Class.new(StandardError)
 
       def self.start(argv, out: $stdout, err: $stderr)
@@ -40,7 +45,7 @@ module Sidekiq
       def parser
         OptionParser.new do |o|
           o.banner = CLIFormat::USAGE
-          o.on("--redis-url URL") { |v| FairTenant.configure { |c| c.redis_url = v } }
+          o.on("--redis-url URL") { |v| use_redis(v) }
           o.on("-r", "--require FILE") { |v| require File.expand_path(v) }
           o.on("-h", "--help") do
             @out.puts(CLIFormat::USAGE)
@@ -70,6 +75,8 @@ module Sidekiq
         when "help" then nil
         when "stats" then stats(argv)
         when "limits" then limits(argv)
+        when "weights" then weights(argv)
+        when "fair-off" then fair_off(argv)
         when "queues" then @out.print(QueueConfig.yaml)
         else raise UsageError, "unknown command #{command.inspect}"
         end
@@ -96,25 +103,6 @@ module Sidekiq
       def concurrency
         scopes = FairTenant.stats.concurrency
         @out.puts(@options[:json] ? JSON.pretty_generate(scopes) : CLIFormat.scopes(scopes))
-      end
-
-      def limits(argv)
-        action = argv.shift or raise UsageError, "limits needs list, get, set or delete"
-        limits = FairTenant.limits
-        @out.puts(
-          case action
-          when "list" then CLIFormat.limits(limits.list)
-          when "get" then limits.get(**target(argv)) || "none"
-          when "set" then set_limit(limits, argv)
-          when "delete" then "limit deleted; #{limits.delete(**target(argv))} parked job(s) released"
-          else raise UsageError, "unknown limits action #{action.inspect}"
-          end
-        )
-      end
-
-      def set_limit(limits, argv)
-        value = argv.shift or raise UsageError, "limits set needs a LIMIT"
-        "limit set; #{limits.set(value, **target(argv))} parked job(s) released"
       end
 
       def target(argv)

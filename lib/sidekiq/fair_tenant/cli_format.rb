@@ -16,10 +16,17 @@ module Sidekiq
           limits get    (--tenant NAME [--queue QUEUE] | --key KEY)
           limits set    (--tenant NAME [--queue QUEUE] | --key KEY) LIMIT
           limits delete (--tenant NAME [--queue QUEUE] | --key KEY)
+          weights list                tenants' weights in fair queues (default 1; 0 pauses)
+          weights get    --tenant NAME [--queue QUEUE]
+          weights set    --tenant NAME [--queue QUEUE] WEIGHT
+          weights delete --tenant NAME [--queue QUEUE]
+          fair-off QUEUE              move QUEUE's fair backlog back to queue:QUEUE, in fair order
+                                      (after every process runs without QUEUE in fair_queues)
           queues                      the weighted :queues: block implied by the rules
 
         Options:
-          --redis-url URL   Redis to use (default: REDIS_URL, else Sidekiq's)
+          --redis-url URL   Redis to use, the gem's and (for weights) Sidekiq's (default: Sidekiq's,
+                            which defaults to REDIS_URL)
           -r, --require F   load this file first (your job classes; e.g. config/environment.rb)
       TEXT
 
@@ -49,6 +56,17 @@ module Sidekiq
         return "no runtime limits" if limits.empty?
 
         limits.map { |l| "#{scope_name(l)}\t#{l[:limit]}" }.join("\n")
+      end
+
+      def weights(weights)
+        return "no weights set (every tenant has weight 1)" if weights.empty?
+
+        weights.map { |w| "tenant #{w[:tenant]}#{" queue #{w[:queue]}" if w[:queue]}\t#{format_number(w[:weight])}" }
+               .join("\n")
+      end
+
+      def format_number(value)
+        value == value.to_i ? value.to_i.to_s : value.to_s
       end
 
       def scope_name(entry)

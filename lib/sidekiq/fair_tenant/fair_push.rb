@@ -18,6 +18,7 @@ module Sidekiq
 
       def fair_push(queue, payloads)
         now = FairQueues.now
+        seconds = now.is_a?(Integer) ? now / 1000.0 : now
         pairs = payloads.map do |payload|
           payload["enqueued_at"] = now
           [FairQueues.tenant(payload), Sidekiq.dump_json(payload)]
@@ -25,7 +26,7 @@ module Sidekiq
         @redis_pool.with do |conn|
           retryable = true
           begin
-            FairQueues.push(conn, queue, pairs)
+            FairQueues.push(conn, queue, pairs, seconds)
           rescue StandardError => e
             # As Sidekiq's own push: after a failover the connection may point at a replica.
             raise unless retryable && e.message =~ /READONLY|NOREPLICAS|UNBLOCKED/

@@ -24,7 +24,7 @@ module Sidekiq
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
-      SCRIPTS = %w[push fetch adopt ack].to_h do |name|
+      SCRIPTS = %w[push fetch adopt ack clear weight drain].to_h do |name|
         [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
       end.freeze
 
@@ -66,8 +66,36 @@ module Sidekiq
       end
 
       # Pushes JSON jobs (with their tenants) to a fair queue: one round trip.
-      def push(conn, queue, tenants_and_jobs)
-        run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, *tenants_and_jobs.flatten])
+      def push(conn, queue, tenants_and_jobs, enqueued_at = Time.now.to_f)
+        run(conn, "push", ["queues", WEIGHTS_KEY],
+            [base(queue), queue.to_s, TOKEN_CAP, enqueued_at, *tenants_and_jobs.flatten])
+      end
+
+      # Jobs waiting in a queue's fair backlog (0 for a queue that never was fair).
+      def backlog(conn, queue)
+        conn.call("HGET", "#{base(queue)}state", "n").to_i
+      end
+
+      # Seconds the oldest job of a queue's fair backlog has waited (0 when none waits).
+      def latency(conn, queue)
+        _tenant, oldest = conn.call("ZRANGE", "#{base(queue)}heads", 0, 0, "WITHSCORES").flatten # RESP2 or 3
+        oldest ? [Time.now.to_f - oldest.to_f, 0.0].max : 0.0
+      end
+
+      # Switching fair fetch off for a queue: moves its whole fair backlog back to `queue:<name>` in fair
+      # order, `batch` jobs per round trip. Returns the number of jobs moved.
+      def drain(conn, queue, batch: 1000)
+        total = 0
+        loop do
+          moved = run(conn, "drain", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue.to_s, batch]).to_i
+          total += moved
+          return total if moved < batch
+        end
+      end
+
+      # Deletes a queue's fair backlog; returns the number of jobs deleted.
+      def clear(conn, queue)
+        run(conn, "clear", [], [base(queue)])
       end
 
       # Moves the oldest jobs of a fair queue's `queue:<name>` list into fair order (their tenants found as

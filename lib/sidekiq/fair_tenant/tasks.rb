@@ -11,4 +11,13 @@ namespace :fair_tenant do
     require "sidekiq/fair_tenant"
     puts Sidekiq::FairTenant::QueueConfig.yaml
   end
+
+  desc "Switch fair fetch off for QUEUE: move its fair backlog back to queue:QUEUE in fair order " \
+       "(after every process runs without it in fair_queues)"
+  task :fair_off, [:queue] => (Rake::Task.task_defined?(:environment) ? [:environment] : []) do |_task, args|
+    require "sidekiq/fair_tenant"
+    queue = args[:queue] or abort("usage: rake fair_tenant:fair_off[QUEUE]")
+    moved = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.drain(conn, queue) }
+    puts "moved #{moved} job(s) of #{queue}'s fair backlog to queue:#{queue}"
+  end
 end

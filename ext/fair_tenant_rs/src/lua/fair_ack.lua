@@ -17,9 +17,7 @@ for i = 4, #ARGV, step do
     if mode == 'recover' then job = ARGV[i + 1] end
     if mode ~= 'ack' and queue and job ~= '' then
       local k = fair_keys((template:gsub('%%Q', function() return queue end)), KEYS[2])
-      if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then -- the front: it runs next for its tenant
-        activate(k, tenant, queue)
-      end
+      push_front(k, tenant, job, queue)
       redis.call('HINCRBY', k.state, 'n', 1)
       add_tokens(k, 1, cap)
     end

@@ -9,6 +9,7 @@
 --   fin    ZSET   tenants that went idle, scored by their finish tag; pruned once v passes it
 --   paused SET    backlogged tenants of weight 0
 --   sig    LIST   wake-up tokens for idle fetchers (at most `cap`)
+--   heads  ZSET   tenant -> enqueue time (s) of its oldest waiting job: the queue's latency
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
 -- weights HASH (shared): tenant -> weight, tenant .. "\n" .. queue -> weight; default 1, 0 pauses.
 
@@ -37,9 +38,31 @@ local function activate(k, tenant, queue)
   redis.call('ZADD', k.ready, v, string.format('%016x', seq) .. tenant)
 end
 
--- One job to the back of its tenant's list; the tenant activated if the list was empty.
-local function push_job(k, tenant, job, queue)
+-- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable.
+local function job_time(job)
+  local ok, decoded = pcall(cjson.decode, job)
+  local t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
+  if not t then
+    local now = redis.call('TIME')
+    return tonumber(now[1]) + tonumber(now[2]) / 1e6
+  end
+  if t > 1e11 then t = t / 1000 end
+  return t
+end
+
+-- One job to the back of its tenant's list (enqueued at `time`, nil: read from the job); the tenant
+-- activated if the list was empty.
+local function push_job(k, tenant, job, queue, time)
   if redis.call('RPUSH', k.prefix .. tenant, job) == 1 then
+    redis.call('ZADD', k.heads, time or job_time(job), tenant)
+    activate(k, tenant, queue)
+  end
+end
+
+-- A job back to the *front* of its tenant's list (it runs next for that tenant).
+local function push_front(k, tenant, job, queue)
+  redis.call('ZADD', k.heads, 'LT', job_time(job), tenant)
+  if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then
     activate(k, tenant, queue)
   end
 end
@@ -54,7 +77,48 @@ end
 
 local function fair_keys(base, weights)
   return { ready = base .. 'ready', state = base .. 'state', fin = base .. 'fin', paused = base .. 'paused',
-           sig = base .. 'sig', prefix = base .. 't:', weights = weights }
+           sig = base .. 'sig', heads = base .. 'heads', prefix = base .. 't:', weights = weights }
+end
+
+-- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job, the
+-- virtual time moves to that tag, the tenant's next job starts at tag + 1 / weight. Paused tenants met at
+-- the head leave the rotation (bounded per call; each moves once). Returns tenant, job; nil when none.
+local function serve(k, queue)
+  for _ = 1, 100 do
+    local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
+    if #top == 0 then
+      redis.call('DEL', k.sig) -- nothing to serve: no token may wake an idle fetcher for it
+      return nil
+    end
+    local member, start = top[1], tonumber(top[2])
+    local tenant = member:sub(17)
+    local w = weight(k.weights, tenant, queue)
+    local list = k.prefix .. tenant
+    local job = w > 0 and redis.call('LPOP', list) or false
+    if w == 0 then
+      redis.call('ZREM', k.ready, member)
+      redis.call('SADD', k.paused, tenant)
+    elseif not job then
+      redis.call('ZREM', k.ready, member) -- an emptied list (cleared by hand): forget it
+      redis.call('ZREM', k.heads, tenant)
+    else
+      redis.call('HSET', k.state, 'v', top[2])
+      local finish = start + 1 / w
+      local next_job = redis.call('LINDEX', list, 0)
+      if next_job then
+        redis.call('ZADD', k.ready, finish, member)
+        redis.call('ZADD', k.heads, job_time(next_job), tenant)
+      else
+        redis.call('ZREM', k.ready, member)
+        redis.call('ZREM', k.heads, tenant)
+        redis.call('ZADD', k.fin, finish, tenant)
+      end
+      redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
+      redis.call('HINCRBY', k.state, 'n', -1)
+      return tenant, job
+    end
+  end
+  return nil
 end
 
 -- "<len>:<queue><len>:<tenant><job>": how an in-flight job remembers where it goes back to.

@@ -16,39 +16,12 @@ for i = 2, #ARGV, 2 do
     return { queue }
   else
     local k = fair_keys(ARGV[i], KEYS[2])
-    -- Paused tenants met at the head leave the rotation; bounded per call, each moves once.
-    for _ = 1, 100 do
-      local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
-      if #top == 0 then
-        redis.call('DEL', k.sig) -- nothing to serve: no token may wake an idle fetcher for it
-        break
-      end
-      local member, start = top[1], tonumber(top[2])
-      local tenant = member:sub(17)
-      local w = weight(k.weights, tenant, queue)
-      local list = k.prefix .. tenant
-      local job = w > 0 and redis.call('LPOP', list) or false
-      if w == 0 then
-        redis.call('ZREM', k.ready, member)
-        redis.call('SADD', k.paused, tenant)
-      elseif not job then
-        redis.call('ZREM', k.ready, member) -- an emptied list (cleared by hand): forget it
-      else
-        redis.call('HSET', k.state, 'v', top[2])
-        local finish = start + 1 / w
-        if redis.call('LLEN', list) > 0 then
-          redis.call('ZADD', k.ready, finish, member)
-        else
-          redis.call('ZREM', k.ready, member)
-          redis.call('ZADD', k.fin, finish, tenant)
-        end
-        redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
-        redis.call('HINCRBY', k.state, 'n', -1)
-        if not woken then redis.call('RPOP', k.sig) end
-        local entry = inflight_entry(queue, tenant, job)
-        redis.call('LPUSH', KEYS[1], entry)
-        return { queue, tenant, job, entry }
-      end
+    local tenant, job = serve(k, queue)
+    if tenant then
+      if not woken then redis.call('RPOP', k.sig) end
+      local entry = inflight_entry(queue, tenant, job)
+      redis.call('LPUSH', KEYS[1], entry)
+      return { queue, tenant, job, entry }
     end
   end
 end

@@ -1,0 +1,23 @@
+-- Sets (value "" deletes) a weight, then brings the tenant out of pause in every fair queue where its
+-- weight is now above 0 (its start tag is the queue's virtual time: a pause banks no credit).
+-- KEYS  weights
+-- ARGV  field, value, tenant, base template (%Q for the queue), cap, then queue names
+-- Returns the number of queues where the tenant resumed.
+if ARGV[2] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+end
+local tenant, template, cap = ARGV[3], ARGV[4], tonumber(ARGV[5])
+local resumed = 0
+for i = 6, #ARGV do
+  local queue = ARGV[i]
+  local k = fair_keys((template:gsub('%%Q', function() return queue end)), KEYS[1])
+  if redis.call('SISMEMBER', k.paused, tenant) == 1 and weight(KEYS[1], tenant, queue) > 0 then
+    redis.call('SREM', k.paused, tenant)
+    activate(k, tenant, queue)
+    add_tokens(k, redis.call('LLEN', k.prefix .. tenant), cap)
+    resumed = resumed + 1
+  end
+end
+return resumed

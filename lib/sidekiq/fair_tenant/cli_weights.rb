@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # The fair-queue commands of the `sidekiq-fair_tenant` CLI: `weights` and `fair-off`.
+    module CLIWeights
+      private
+
+      def weights(argv)
+        action = argv.shift or raise CLI::UsageError, "weights needs list, get, set or delete"
+        handler = { "list" => :list_weights, "get" => :get_weight, "set" => :set_weight,
+                    "delete" => :delete_weight }[action]
+        raise CLI::UsageError, "unknown weights action #{action.inspect}" unless handler
+
+        @out.puts(send(handler, FairTenant.weights, argv))
+      end
+
+      def list_weights(weights, argv)
+        extra!(argv)
+        CLIFormat.weights(weights.list)
+      end
+
+      def get_weight(weights, argv)
+        weight = weights.get(**weight_target(argv))
+        weight ? CLIFormat.format_number(weight) : "none"
+      end
+
+      def set_weight(weights, argv)
+        value = argv.shift or raise CLI::UsageError, "weights set needs a WEIGHT"
+        "weight set#{resumed(weights.set(value, **weight_target(argv)))}"
+      end
+
+      def delete_weight(weights, argv)
+        "weight deleted#{resumed(weights.delete(**weight_target(argv)))}"
+      end
+
+      # fair-off QUEUE: the fair backlog back to queue:QUEUE (see `rake fair_tenant:fair_off`).
+      def fair_off(argv)
+        queue = argv.shift or raise CLI::UsageError, "fair-off needs a QUEUE"
+        extra!(argv)
+        moved = Sidekiq.redis { |conn| FairQueues.drain(conn, queue) }
+        @out.puts("moved #{moved} job(s) of #{queue}'s fair backlog to queue:#{queue}")
+      end
+
+      def resumed(count)
+        count.positive? ? "; resumed in #{count} fair queue(s)" : ""
+      end
+
+      def weight_target(argv)
+        extra!(argv)
+        raise CLI::UsageError, "weights need --tenant NAME" unless @options[:tenant]
+        raise CLI::UsageError, "weights take --tenant and --queue, not --key" if @options[:key]
+
+        @options.slice(:tenant, :queue)
+      end
+    end
+  end
+end
