@@ -3,6 +3,15 @@
 require "spec_helper"
 require_relative "../support/sidekiq_process"
 require_relative "../support/fair_app"
+require_relative "../support/active_job"
+
+class FairActiveJob < ActiveJob::Base
+  queue_as :fair
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index); end
+end
 
 # Fair fetch on real `sidekiq` server processes (Sidekiq 6.4 or 7.3, whichever the bundle has) and the
 # spec Redis: the queue `fair` is fair, `plain` is not.
@@ -79,6 +88,110 @@ RSpec.describe "Fair fetch" do
       FairJob.perform_async("acme", 2)
 
       expect(backlog).to eq(2)
+    end
+  end
+
+  describe "every way in" do
+    def tenants_waiting = redis.keys("#{base}t:*").map { |k| k.delete_prefix("#{base}t:") }.sort
+
+    it "takes scheduled jobs when the poller pushes them, and Web's retry now" do
+      FairJob.perform_at(Time.now.to_f - 1, "scheduled", 1)
+      enqueue_scheduled
+      expect(backlog).to eq(1)
+
+      payload = { "class" => "FairJob", "queue" => "fair", "args" => ["retried", 2], "jid" => "r1",
+                  "retry_count" => 0, "error_message" => "boom" }
+      redis.zadd("retry", Time.now.to_f + 3600, JSON.generate(payload))
+      Sidekiq::RetrySet.new.first.retry # the Web UI's "retry now"
+      expect(backlog).to eq(2)
+      expect(queue_size("fair")).to eq(0)
+      expect(tenants_waiting).to eq(%w[retried scheduled])
+    end
+
+    it "takes ActiveJob jobs, with the tenant of the job class" do
+      FairActiveJob.perform_later("aj-tenant", 1)
+
+      expect(backlog).to eq(1)
+      expect(tenants_waiting).to eq(%w[aj-tenant])
+    end
+
+    it "takes jobs a re-routing rule sends to a fair queue" do
+      2.times { |i| RoutedToFairJob.perform_async("greedy", i) }
+
+      expect(queue_size("plain")).to eq(1)
+      expect(backlog).to eq(1)
+      expect(tenants_waiting).to eq(%w[greedy])
+    end
+
+    it "runs a failed job's retry, pushed back by the retry poller, through fair order" do
+      FlakyFairJob.perform_async("flaky", 1)
+      start_server(concurrency: 2)
+
+      wait_for("the retry to finish") { events("finish").any? }
+      expect(events.size).to eq(2) # the failed run and the retry
+      expect(redis.zcard("retry")).to eq(0)
+    end
+
+    it "keeps a job in the shard its client chose (Sidekiq::Client.via), fetched there" do
+      shard = RedisServer.new.start
+      pool = ConnectionPool.new(size: 1) do
+        SpecHelpers::SIDEKIQ7 ? Sidekiq::RedisConnection.create(url: shard.url).checkout : Redis.new(url: shard.url)
+      end
+      Sidekiq::Client.via(pool) { FairJob.perform_async("sharded", 1) }
+
+      expect(backlog).to eq(0)
+      expect(shard.redis.hget("#{base}state", "n")).to eq("1")
+      server = SidekiqProcess.new(redis_url: shard.url, concurrency: 1, queues: %w[fair],
+                                  app: File.expand_path("../support/fair_app.rb", __dir__)).start
+      servers << server
+      wait_for("the job on the shard") { shard.redis.llen(FairApp::EVENTS).positive? }
+      expect(redis.llen(FairApp::EVENTS)).to eq(0)
+    ensure
+      servers.each(&:stop)
+      shard&.stop
+    end
+  end
+
+  describe "slots on a fair queue" do
+    it "never runs more than the tenant's limit at once, and runs every job" do
+      12.times { |i| CappedFairJob.perform_async("capped", i, 150) }
+      3.times { |i| CappedFairJob.perform_async("other", i, 150) }
+      start_server(concurrency: 8)
+
+      wait_for("15 jobs") { events("finish").size >= 15 }
+      capped = redis.lrange(FairApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }.select { |e| e["tenant"] == "capped" }
+      running = 0
+      peak = capped.sort_by { |e| [e["at"], e["event"] == "finish" ? 0 : 1] }.map do |e|
+        running += e["event"] == "start" ? 1 : -1
+      end.max
+      expect(peak).to be <= 2
+      expect(events("finish").map { |e| [e["tenant"], e["index"]] }.uniq.size).to eq(15)
+    end
+  end
+
+  describe "idle" do
+    # Commands a server sends while idle for `seconds` (after its boot settled): what MONITOR sees from
+    # clients (commands run inside scripts are not sent), and what Redis counts (those included).
+    def idle_commands(env, seconds: 6)
+      server = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 10, queues: %w[fair plain],
+                                  app: File.expand_path("../support/fair_app.rb", __dir__), env: env).start
+      servers << server
+      sleep 3
+      before = redis.info("stats")["total_commands_processed"].to_i
+      sent = monitor_commands { sleep seconds }
+      counted = redis.info("stats")["total_commands_processed"].to_i - before
+      server.stop
+      [sent.size, counted]
+    end
+
+    it "blocks in Redis: an idle server sends at most twice the commands of the same server on BasicFetch" do
+      basic, basic_counted = idle_commands({ "FAIR_APP_PLAIN" => "1" })
+      fair, fair_counted = idle_commands({})
+      warn format("  idle 6 s, 10 threads: sent BasicFetch %<basic>d, FairFetch %<fair>d (%<ratio>.2fx); " \
+                  "counted by Redis (script-internal included) %<bc>d vs %<fc>d",
+                  basic: basic, fair: fair, ratio: fair.to_f / basic, bc: basic_counted, fc: fair_counted)
+      expect(fair).to be <= 2 * basic
+      expect(fair).to be < 10 * 6 * 2 # no busy loop: about one per idle thread per second
     end
   end
 

@@ -10,6 +10,8 @@ require "sidekiq/fair_tenant"
 Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server do |config|
   config.logger.level = Logger::WARN
+  # The scheduled and retry pollers look every ~0.5 s instead of ~5 s.
+  (config.respond_to?(:options) ? config.options : config)[:average_scheduled_poll_interval] = 0.5
   # FAIR_APP_PLAIN=1: no fair queues, so the process runs Sidekiq's own BasicFetch.
   Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : %w[fair] }
 end
@@ -40,6 +42,51 @@ class FairJob
     FairApp.record("start", jid, "fair", tenant, index)
     sleep(sleep_ms / 1000.0) if sleep_ms.positive?
     FairApp.record("finish", jid, "fair", tenant, index)
+  end
+end
+
+# A job that fails its first run (Sidekiq retries it after 1 s): the retry comes back through the poller.
+class FlakyFairJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: 2
+  sidekiq_retry_in { 1 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index)
+    FairApp.record("start", jid, "fair", tenant, index)
+    raise "failing once on purpose" if Sidekiq.redis { |c| c.call("INCR", "spec:fair:flaky:#{jid}") } == 1
+
+    FairApp.record("finish", jid, "fair", tenant, index)
+  end
+end
+
+# Two at a time per tenant, on a fair queue.
+class CappedFairJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false, fair_tenant_concurrency: { limit: 2, lease: 5 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index, sleep_ms)
+    FairApp.record("start", jid, "fair", tenant, index)
+    sleep(sleep_ms / 1000.0)
+    FairApp.record("finish", jid, "fair", tenant, index)
+  end
+end
+
+# Re-routed to the fair queue once a tenant has pushed more than one job (the rule may target a fair queue).
+class RoutedToFairJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "plain", retry: false, fair_tenant_queues: [{ queue: "fair", threshold: 1 }]
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index)
+    FairApp.record("start", jid, "fair", tenant, index)
   end
 end
 

@@ -14,6 +14,7 @@ module Sidekiq
     # queues' wake-up lists and the plain queues) for up to TIMEOUT seconds, as BasicFetch does.
     class FairFetch
       extend Setup
+      include IdleLook
 
       TIMEOUT = 2
       # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip.
@@ -51,7 +52,7 @@ module Sidekiq
         end
         redis do |conn|
           housekeeping(conn)
-          fetch(conn, names, woken: false) || wait_and_fetch(conn, names)
+          (look_first? && fetch(conn, names, woken: false)) || wait_and_fetch(conn, names)
         end
       end
 
@@ -130,6 +131,7 @@ module Sidekiq
                      else
                        conn.brpop(*keys, timeout: TIMEOUT)
                      end
+        idle!(key.nil?)
         return nil unless key
         return PlainUnit.new(key, value, self) if key.start_with?("queue:")
 

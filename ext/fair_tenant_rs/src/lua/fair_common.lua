@@ -87,7 +87,9 @@ local function serve(k, queue)
   for _ = 1, 100 do
     local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
     if #top == 0 then
-      redis.call('DEL', k.sig) -- nothing to serve: no token may wake an idle fetcher for it
+      -- Nothing to serve. Tokens left over (pushes for paused tenants, jobs taken by busy threads) each
+      -- wake one idle fetcher once for nothing; they are not deleted here, which would cost every idle
+      -- fetch a command.
       return nil
     end
     local member, start = top[1], tonumber(top[2])

@@ -1,0 +1,39 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # Whether a fetching thread runs the fetch script before blocking. Always, unless its last wait timed
+      # out (nothing was pushed meanwhile: a push leaves a wake-up token): then only one idle thread per
+      # process per INTERVAL looks, for jobs that arrived without a token (pushed to queue:<name> directly,
+      # to be adopted). An idle server thus sends about one BRPOP per thread per TIMEOUT, as BasicFetch.
+      module IdleLook
+        KEY = :sidekiq_fair_tenant_idle
+        INTERVAL = 1.0
+
+        @look_at = 0.0
+        @mutex = Mutex.new
+
+        def self.due?
+          now = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
+          @mutex.synchronize do
+            return false if now < @look_at
+
+            @look_at = now + INTERVAL
+          end
+          true
+        end
+
+        private
+
+        def look_first?
+          !Thread.current[KEY] || IdleLook.due?
+        end
+
+        def idle!(timed_out)
+          Thread.current[KEY] = timed_out
+        end
+      end
+    end
+  end
+end
