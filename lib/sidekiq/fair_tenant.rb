@@ -32,6 +32,7 @@ require_relative "fair_tenant/fair_idle"
 require_relative "fair_tenant/fair_fetch"
 require_relative "fair_tenant/fair_visibility"
 require_relative "fair_tenant/weights"
+require_relative "fair_tenant/fair_stats"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -112,6 +113,11 @@ module Sidekiq
       # Runtime concurrency limits (see Limits).
       def limits
         @limits ||= Limits.new
+      end
+
+      # What fair queues hold right now (see FairStats).
+      def fair_stats
+        @fair_stats ||= FairStats.new
       end
 
       # Runtime weights of tenants in fair queues (see Weights).

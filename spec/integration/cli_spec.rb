@@ -39,6 +39,22 @@ RSpec.describe "sidekiq-fair_tenant command" do
     expect(cli("weights", "get")[1]).to match(/weights need --tenant/)
   end
 
+  it "prints fair queues and a fair queue's waiting tenants" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    2.times do |i|
+      Sidekiq::Client.push("class" => "FairJob", "queue" => "fair", "args" => [i], "fair_tenant" => "acme")
+    end
+
+    out, err, status = cli("stats", "--fair")
+    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 2\tin flight 0\ttenants 1\n"]), err
+    out = cli("stats", "--fair", "fair")[0]
+    expect(out.lines.last).to match(%r{\Aacme\twaiting 2\toldest [\d.]+s\tweight 1\trunning 0/-\n\z})
+    json = JSON.parse(cli("stats", "--fair", "fair", "--json")[0])
+    expect(json).to include("queue" => "fair", "backlog" => 2, "tenants" => 1)
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
   it "prints a class's tenants and the greediest ones" do
     5.times { ThrottledJob.perform_async(1) }
     ThrottledJob.perform_async(2)

@@ -397,6 +397,27 @@ RSpec.describe "Fair fetch" do
       expect(queue.latency).to eq(0)
     end
 
+    it "reports per queue its backlog and jobs in flight, and per tenant waiting, oldest, weight, running" do
+      3.times { |i| FairJob.perform_async("acme", i) }
+      FairJob.perform_async("small", 0)
+      Sidekiq::FairTenant.weights.set(2, tenant: "acme")
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      Sidekiq.redis do |conn|
+        Sidekiq::FairTenant::FairFetch::Recovery.register(conn, Sidekiq::FairTenant::FairFetch.identity)
+      end
+      unit = fetch.retrieve_work # acme's first job (activated first)
+
+      stats = Sidekiq::FairTenant.fair_stats
+      expect(stats.queues).to eq([{ queue: "fair", backlog: 3, in_flight: 1, tenants: 2 }])
+      page = stats.queue("fair")[:page]
+      expect(page.map { |t| t.slice(:tenant, :backlog, :weight, :paused, :running) })
+        .to eq([{ tenant: "acme", backlog: 2, weight: 2.0, paused: false, running: 1 },
+                { tenant: "small", backlog: 1, weight: 1.0, paused: false, running: 0 }])
+      expect(page.first[:oldest_age]).to be >= 0
+      unit.acknowledge
+      expect(stats.queues.first[:in_flight]).to eq(0)
+    end
+
     it "tracks the oldest waiting job as jobs are adopted and fetched (the queue's latency)" do
       now = Time.now.to_f
       jobs = [[0, now - 100], [1, now - 50]].map do |i, at|

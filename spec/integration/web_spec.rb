@@ -78,6 +78,46 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
     expect(redis.keys("sidekiq-fair_tenant:limits*")).to be_empty
   end
 
+  describe "fair queues" do
+    before { Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] } }
+    after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+
+    it "shows each fair queue's backlog per tenant, and the stock Queues page counts it" do
+      3.times do |i|
+        Sidekiq::Client.push("class" => "FairJob", "queue" => "fair", "args" => [i], "fair_tenant" => "acme")
+      end
+      Sidekiq::Client.push("class" => "FairJob", "queue" => "fair", "args" => [9], "fair_tenant" => "small")
+      Sidekiq::FairTenant.weights.set(0, tenant: "small")
+
+      browser.visit("/fair_tenant")
+      table = browser.find("#fair-tenant-fair-fair")
+      expect(browser).to have_text("fair: 4 waiting, 0 in flight, 2 tenant(s) waiting")
+      expect(table).to have_css("tr", text: %r{acme\s+3\s+\d+\.\ds\s+1\.0\s+0 / -})
+      expect(table).to have_css("tr", text: /small\s+1\s+.*0 \(paused\)/)
+
+      browser.visit("/queues")
+      expect(browser).to have_css("tr", text: /fair\s+4/)
+    end
+
+    it "sets a weight through the form and deletes it" do
+      browser.visit("/fair_tenant")
+      browser.fill_in("ft-weight-tenant", with: "acme")
+      browser.fill_in("ft-weight", with: "2.5")
+      browser.click_button("Set weight")
+
+      expect(browser).to have_css("#fair-tenant-notice", text: "Weight set")
+      expect(Sidekiq::FairTenant.weights.get(tenant: "acme")).to eq(2.5)
+      browser.find("#fair-tenant-weights").click_button("Delete")
+      expect(browser).to have_css("#fair-tenant-notice", text: "Weight deleted")
+      expect(Sidekiq::FairTenant.weights.list).to be_empty
+
+      browser.fill_in("ft-weight-tenant", with: "acme")
+      browser.fill_in("ft-weight", with: "-3")
+      browser.click_button("Set weight")
+      expect(browser).to have_css("#fair-tenant-error", text: "weight must be a number from 0")
+    end
+  end
+
   it "rejects a POST without Sidekiq's CSRF token" do
     response = Net::HTTP.post_form(URI("#{@server.url}/fair_tenant/limits"), "tenant" => "acme", "limit" => "1")
     expect(response.code).to eq("403")

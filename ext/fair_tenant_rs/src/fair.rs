@@ -51,8 +51,9 @@ static ACK: LazyLock<FairScript> = fair_script!("lua/fair_ack.lua");
 static CLEAR: LazyLock<FairScript> = fair_script!("lua/fair_clear.lua");
 static WEIGHT: LazyLock<FairScript> = fair_script!("lua/fair_weight.lua");
 static DRAIN: LazyLock<FairScript> = fair_script!("lua/fair_drain.lua");
+static STATS: LazyLock<FairScript> = fair_script!("lua/fair_stats.lua");
 
-/// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`.
+/// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`.
 pub fn script(name: &str) -> Option<&'static FairScript> {
     match name {
         "push" => Some(&PUSH),
@@ -62,6 +63,7 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
         "clear" => Some(&CLEAR),
         "weight" => Some(&WEIGHT),
         "drain" => Some(&DRAIN),
+        "stats" => Some(&STATS),
         _ => None,
     }
 }
@@ -410,7 +412,9 @@ mod tests {
 
     #[test]
     fn scripts_carry_the_common_rule_and_their_sha() {
-        for name in ["push", "fetch", "adopt", "ack", "clear", "weight", "drain"] {
+        for name in [
+            "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats",
+        ] {
             let s = script(name).unwrap();
             assert!(s.source.contains("local function activate"), "{name}");
             assert_eq!(s.sha.len(), 40);

@@ -59,6 +59,7 @@ module Sidekiq
         %i[tenant queue key].each { |name| opts.on("--#{name} VALUE") { |v| @options[name] = v } }
         %i[top limit offset].each { |name| opts.on("--#{name} N", Integer) { |v| @options[name] = v } }
         opts.on("--concurrency") { @options[:concurrency] = true }
+        opts.on("--fair") { @options[:fair] = true }
         opts.on("--json") { @options[:json] = true }
       end
 
@@ -84,7 +85,12 @@ module Sidekiq
 
       def stats(argv)
         return concurrency if @options[:concurrency]
+        return fair_queue_stats(argv) if @options[:fair]
 
+        class_stats(argv)
+      end
+
+      def class_stats(argv)
         klass = argv.shift or raise UsageError, "stats needs a JOB_CLASS (load it with -r)"
         extra!(argv)
         stats = FairTenant.stats

@@ -10,6 +10,9 @@ module Sidekiq
         Commands:
           stats JOB_CLASS [--top N | --limit N --offset N] [--tenant NAME] [--json]
                                       active tenants: counts per rule window, next queue
+          stats --fair [QUEUE] [--limit N --offset N] [--json]
+                                      fair queues: backlog, in flight; a queue's tenants: waiting,
+                                      oldest wait, weight, running/limit
           stats --concurrency [--json]
                                       concurrency scopes: running/limit, parked, oldest parked
           limits list                 runtime concurrency limits
@@ -56,6 +59,26 @@ module Sidekiq
         return "no runtime limits" if limits.empty?
 
         limits.map { |l| "#{scope_name(l)}\t#{l[:limit]}" }.join("\n")
+      end
+
+      def fair(result)
+        return fair_list(result) if result.is_a?(Array)
+
+        lines = [fair_summary(result)]
+        result[:page].each do |t|
+          weight = t[:paused] ? "0 (paused)" : format_number(t[:weight])
+          lines << "#{t[:tenant]}\twaiting #{t[:backlog]}\toldest #{t[:oldest_age]}s\tweight #{weight}\t" \
+                   "running #{t[:running]}/#{t[:limit] || "-"}"
+        end
+        lines.join("\n")
+      end
+
+      def fair_list(queues)
+        queues.empty? ? "no fair queue" : queues.map { |q| fair_summary(q) }.join("\n")
+      end
+
+      def fair_summary(queue)
+        "#{queue[:queue]}\twaiting #{queue[:backlog]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}"
       end
 
       def weights(weights)

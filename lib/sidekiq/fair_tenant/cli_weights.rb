@@ -42,6 +42,15 @@ module Sidekiq
         @out.puts("moved #{moved} job(s) of #{queue}'s fair backlog to queue:#{queue}")
       end
 
+      # stats --fair [QUEUE]: every fair queue, or one queue's waiting tenants (oldest first).
+      def fair_queue_stats(argv)
+        queue = argv.shift
+        extra!(argv)
+        stats = FairTenant.fair_stats
+        result = queue ? stats.queue(queue, limit: @options[:limit], offset: @options[:offset]) : stats.queues
+        @out.puts(@options[:json] ? JSON.pretty_generate(result) : CLIFormat.fair(result))
+      end
+
       def resumed(count)
         count.positive? ? "; resumed in #{count} fair queue(s)" : ""
       end

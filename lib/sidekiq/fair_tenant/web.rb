@@ -7,8 +7,9 @@ module Sidekiq
   module FairTenant
     # The "Fair Tenant" tab of Sidekiq's Web UI: `require "sidekiq/fair_tenant/web"` after
     # `require "sidekiq/web"`. Shows each job class's tenants (counts against thresholds, next
-    # queue, last re-route), concurrency scopes and runtime limits, with forms (CSRF protected
-    # by Sidekiq::Web) to set and delete a limit.
+    # queue, last re-route), fair queues (backlog, in flight, per tenant: waiting jobs, oldest wait,
+    # weight, running/limit), concurrency scopes, runtime limits and weights, with forms (CSRF protected
+    # by Sidekiq::Web) to set and delete limits and weights.
     module Web
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
@@ -41,7 +42,15 @@ module Sidekiq
                                                                       limit: PAGE_SIZE)
           @ft_scopes = FairTenant.stats.concurrency(max: 100)
           @ft_limits = FairTenant.limits.list
+          ft_fair_queues
           erb(File.read(VIEW))
+        end
+
+        def ft_fair_queues
+          @ft_fair = FairTenant.fair_stats.queues.map do |q|
+            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE)
+          end
+          @ft_weights = FairTenant.weights.list
         end
 
         def ft_limit_target
@@ -55,6 +64,7 @@ module Sidekiq
 
       def self.registered(app)
         app.helpers(Helpers) if app.respond_to?(:helpers)
+        register_weights(app)
 
         app.get("/fair_tenant") { ft_render }
 
@@ -68,6 +78,22 @@ module Sidekiq
         app.post("/fair_tenant/limits/delete") do
           FairTenant.limits.delete(**ft_limit_target)
           ft_back("Limit deleted")
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
+      end
+
+      def self.register_weights(app)
+        app.post("/fair_tenant/weights") do
+          resumed = FairTenant.weights.set(ft_param(:weight), tenant: ft_param(:tenant), queue: ft_param(:queue))
+          ft_back("Weight set#{" (resumed in #{resumed} fair queue(s))" if resumed.positive?}")
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
+
+        app.post("/fair_tenant/weights/delete") do
+          FairTenant.weights.delete(tenant: ft_param(:tenant), queue: ft_param(:queue))
+          ft_back("Weight deleted")
         rescue ArgumentError, FairTenant::Error => e
           ft_render(error: e.message)
         end
