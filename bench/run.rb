@@ -367,4 +367,5 @@ puts format("  first %d completions (~%d parked): %.2f Redis cmds/job, %.2f us s
             window, PARKED, first_cmds, first_us)
 puts format("  last  %d completions (~%d parked): %.2f Redis cmds/job, %.2f us server per script call",
             window, window, last_cmds, last_us)
+require_relative "fair"
 server.stop

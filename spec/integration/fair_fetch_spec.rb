@@ -247,6 +247,19 @@ RSpec.describe "Fair fetch" do
       end
     end
 
+    it "costs one round trip per job while work waits: the acknowledgement rides with the next fetch" do
+      20.times { |i| FairJob.perform_async("t#{i % 4}", i) }
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      fetch.retrieve_work.acknowledge # loads the script
+
+      sent = monitor_commands { 10.times { fetch.retrieve_work.acknowledge } }
+
+      expect(sent).to eq(["evalsha"] * 10)
+      expect(redis.llen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
+      fetch.flush_acks
+      expect(redis.llen(fetch.inflight_key)).to eq(0)
+    end
+
     it "pauses a tenant with weight 0 and resumes it" do
       redis.hset(weights, "paused", 0)
       3.times { |i| FairJob.perform_async("paused", i) }
@@ -415,6 +428,8 @@ RSpec.describe "Fair fetch" do
                 { tenant: "small", backlog: 1, weight: 1.0, paused: false, running: 0 }])
       expect(page.first[:oldest_age]).to be >= 0
       unit.acknowledge
+      expect(stats.queues.first[:in_flight]).to eq(1) # dropped by the next fetch, or a flush
+      fetch.flush_acks
       expect(stats.queues.first[:in_flight]).to eq(0)
     end
 

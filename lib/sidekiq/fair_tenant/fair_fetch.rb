@@ -15,6 +15,7 @@ module Sidekiq
     class FairFetch
       extend Setup
       include IdleLook
+      include Acks
 
       TIMEOUT = 2
       # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip.
@@ -38,6 +39,7 @@ module Sidekiq
         @identity = FairFetch.identity
         @inflight_key = Native::Fair.inflight_key(@identity)
         @registered = false
+        init_acks
       end
 
       def redis(&block)
@@ -59,6 +61,7 @@ module Sidekiq
       # Jobs still running at a hard shutdown: fair ones to the front of their tenants, others to their
       # queues (as BasicFetch). `options` is 6.4's second argument.
       def bulk_requeue(inprogress, _options = nil)
+        flush_acks
         return if inprogress.empty?
 
         requeue_units(inprogress)
@@ -68,11 +71,11 @@ module Sidekiq
       end
 
       # Drops in-flight entries ("ack") or puts their jobs back at the front of their tenants ("requeue").
-      def finish(mode, entries)
-        redis do |conn|
-          FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY],
-                         [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, *entries])
-        end
+      def finish(mode, entries, conn = nil)
+        return redis { |c| finish(mode, entries, c) } unless conn
+
+        FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY],
+                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, *entries])
       end
 
       private
@@ -104,9 +107,10 @@ module Sidekiq
       end
 
       def fetch(conn, names, woken:)
-        argv = [woken ? "1" : "0"]
-        names.each { |name| argv.push(FairQueues.fair?(name) ? FairQueues.base(name) : "", name) }
+        pairs = names.flat_map { |name| [FairQueues.fair?(name) ? FairQueues.base(name) : "", name] }
         3.times do
+          acks = take_acks
+          argv = [woken ? "1" : "0", acks.size, *acks, *pairs]
           reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY], argv)
           return nil unless reply
           return unit(reply) if reply.size == 4
@@ -125,6 +129,7 @@ module Sidekiq
 
       # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.
       def wait_and_fetch(conn, names)
+        flush_acks(conn)
         keys = names.map { |name| FairQueues.fair?(name) ? "#{FairQueues.base(name)}sig" : "queue:#{name}" }
         key, value = if conn.respond_to?(:blocking_call)
                        conn.blocking_call(TIMEOUT, "BRPOP", *keys, TIMEOUT)

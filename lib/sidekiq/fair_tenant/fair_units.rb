@@ -3,11 +3,11 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # A job from a fair queue: acknowledged (dropped from the in-flight list) after it ran, or put back
-      # at the front of its tenant.
+      # A job from a fair queue: acknowledged (dropped from the in-flight list, with the next fetch) after it
+      # ran, or put back at the front of its tenant.
       FairUnit = Struct.new(:queue, :job, :entry, :fetch) do
         def acknowledge
-          fetch.finish("ack", [entry])
+          fetch.acknowledged(entry)
         end
 
         def queue_name

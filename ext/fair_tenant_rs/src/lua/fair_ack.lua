@@ -11,7 +11,7 @@ local step = mode == 'recover' and 2 or 1
 local found = 0
 for i = 4, #ARGV, step do
   local entry = ARGV[i]
-  if redis.call('LREM', KEYS[1], 1, entry) == 1 then
+  if redis.call('LREM', KEYS[1], -1, entry) == 1 then -- from the tail, where the oldest are
     found = found + 1
     local queue, tenant, job = parse_entry(entry)
     if mode == 'recover' then job = ARGV[i + 1] end

@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+# Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
+# the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
+# tenants and backlog grow, and a real `sidekiq -c 10` draining tiny jobs with FairFetch against BasicFetch.
+FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
+FAIR_FETCHES = Integer(ENV.fetch("FAIR_FETCHES", "2000"))
+FAIR_MAX_JOBS = Integer(ENV.fetch("FAIR_MAX_JOBS", "1000000"))
+
+class BenchPlainQueueJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench_plain"
+end
+
+class BenchFairJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench_fair"
+end
+
+class BenchFairRoutedJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench_fair", fair_tenant_queues: [{ queue: "bench_fair_slow", threshold: 100, per: 3600 }]
+end
+
+# Helpers of the fair-queue benchmark.
+module FairBench
+  module_function
+
+  # Commands clients sent per push (MONITOR; commands inside scripts are not sent).
+  def sent_per_push(job_class, pushes = 100)
+    lines = Queue.new
+    ready = Queue.new
+    monitor = Redis.new(url: ENV.fetch("REDIS_URL"))
+    thread = Thread.new { monitor.monitor { |line| line == "OK" ? ready << true : lines << line } }
+    ready.pop
+    pushes.times { |i| job_class.set(fair_tenant: TENANTS[i % TENANTS.size]).perform_async(i) }
+    marker = "fair-bench-#{rand(1 << 30)}"
+    redis.echo(marker)
+    sent = []
+    until (line = lines.pop).include?(marker)
+      sent << line[/\] "(\w+)"/, 1].downcase unless line.include?(" lua]")
+    end
+    thread.kill
+    monitor.close
+    sent.tally.transform_values { |n| n.to_f / pushes }
+  end
+
+  def redis = Redis.new(url: ENV.fetch("REDIS_URL"))
+
+  # Fills queue `name` with `jobs` tiny jobs over `tenants` tenants, 1,000 per script call.
+  def fill(name, tenants, jobs)
+    payload = '{"class":"BenchFairJob","queue":"%s","args":[%d],"jid":"%d"}'
+    Sidekiq.redis do |conn|
+      (0...jobs).each_slice(1000) do |slice|
+        pairs = slice.map { |i| ["t#{i % tenants}", format(payload, name, i, i)] }
+        Sidekiq::FairTenant::FairQueues.push(conn, name, pairs)
+      end
+    end
+  end
+
+  # Fetches and acknowledges `count` jobs in-process; Redis work per job.
+  # Fetches, then acknowledges, `count` jobs in-process; Redis work per job for each step.
+  def fetch_cost(name, count)
+    fetch = Sidekiq::FairTenant::FairFetch.new(queues: [name])
+    fetch.retrieve_work.acknowledge # registers, loads the scripts
+    units = []
+    fetched = measure(count) { count.times { units << fetch.retrieve_work } }
+    acked = measure(count) { units.each(&:acknowledge) }
+    [fetched, acked]
+  end
+
+  def measure(count)
+    before = commandstats
+    yield
+    after = commandstats
+    calls = ->(s) { s.sum { |cmd, v| cmd == "info" ? 0 : v["calls"] } }
+    evalsha = %w[calls usec].to_h { |f| [f, after["evalsha"][f] - before["evalsha"][f]] }
+    { round_trips: evalsha["calls"] / count, commands: (calls.call(after) - calls.call(before)) / count,
+      server_us: evalsha["usec"] / count }
+  end
+end
+
+puts
+puts "fair queues (Sidekiq::FairTenant fair_queues):"
+Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fair bench_fair_slow bench_fetch] }
+chain_with(Sidekiq::FairTenant::ClientMiddleware)
+redis.flushdb
+%w[plain fair fair+rules].zip([BenchPlainQueueJob, BenchFairJob, BenchFairRoutedJob]).each do |mode, klass|
+  klass.perform_async(0) # loads the scripts
+  sent = FairBench.sent_per_push(klass)
+  puts format("  %-10s commands sent per push: %s", mode, sent.map { |c, n| format("%s %.2f", c, n) }.join(", "))
+end
+jobs = { plain: BenchPlainQueueJob, fair: BenchFairJob, fair_rules: BenchFairRoutedJob }
+totals = Hash.new(0.0)
+(FAIR_PUSHES / BLOCK).times do |block|
+  jobs.to_a.rotate(block).each do |name, klass|
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    BLOCK.times { |i| klass.set(fair_tenant: TENANTS[i % TENANTS.size]).perform_async(i) }
+    totals[name] += Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+  end
+end
+rates = totals.transform_values { |elapsed| FAIR_PUSHES / elapsed }
+puts format("  pushes/s, 1 thread, %d per mode in alternating blocks: plain %.0f, fair queue %.0f (%.2fx plain), " \
+            "fair queue with a re-routing rule %.0f (%.2fx)", FAIR_PUSHES, rates[:plain], rates[:fair],
+            rates[:fair] / rates[:plain], rates[:fair_rules], rates[:fair_rules] / rates[:plain])
+
+puts
+puts format("  fetch, then acknowledge, in-process FairFetch, %d jobs per cell: round trips, Redis commands (those",
+            FAIR_FETCHES)
+puts "  inside scripts included) and server us (EVALSHA usec) per job, fetch | acknowledge:"
+puts format("  %9s %9s %22s %22s %22s", "tenants", "waiting", "round trips", "Redis cmds", "server us")
+[[10, 1_000], [10, 1_000_000], [1_000, 1_000_000], [100_000, 100_000], [100_000, 1_000_000]].each do |tenants, waiting|
+  waiting = [waiting, FAIR_MAX_JOBS].min
+  next if tenants > waiting
+
+  redis.flushdb
+  FairBench.fill("bench_fetch", tenants, waiting + FAIR_FETCHES + 1)
+  fetched, acked = FairBench.fetch_cost("bench_fetch", FAIR_FETCHES)
+  cell = ->(key, fmt) { format("#{fmt} | #{fmt}", fetched[key], acked[key]).rjust(22) }
+  puts format("  %9d %9d %s %s %s", tenants, waiting, cell.call(:round_trips, "%.2f"), cell.call(:commands, "%.2f"),
+              cell.call(:server_us, "%.1f"))
+end
+redis.flushdb
+
+# Real `sidekiq -c 10` draining PERFORMS no-op jobs: BasicFetch, then FairFetch (50 tenants).
+fair_drain = lambda do |fair|
+  redis.flushdb
+  env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
+  sidekiq = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 10, env: env,
+                               app: File.expand_path("perform_app.rb", __dir__)).start
+  sleep 0.05 until redis.scard("processes").positive?
+  Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
+  started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  PERFORMS.times.each_slice(1000) do |slice|
+    Sidekiq::Client.push_bulk("class" => BenchNoopJob, "args" => slice.map { |i| [i] },
+                              "fair_tenant" => TENANTS[slice.first / 1000 % TENANTS.size])
+  end
+  sleep 0.01 until redis.get("bench:done").to_i >= PERFORMS
+  elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+  sidekiq.stop
+  PERFORMS / elapsed
+end
+fair_drain.call(false) # warm up
+basic_rate = fair_drain.call(false)
+fair_rate = fair_drain.call(true)
+Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+puts
+puts format("  real sidekiq -c 10 draining %d no-op jobs: BasicFetch %.0f jobs/s, FairFetch %.0f jobs/s (%.2fx)",
+            PERFORMS, basic_rate, fair_rate, fair_rate / basic_rate)
