@@ -2,7 +2,8 @@
 //!
 //! - size cap: at most `size` connections are pooled; a caller past the cap waits up to
 //!   `connect_timeout` for one to come back, then gets [`Error::Timeout`];
-//! - lazy: nothing connects until the first call;
+//! - lazy: nothing connects until the first call; a connect, DNS lookup included, takes at most
+//!   `connect_timeout` ([`connect::open`]);
 //! - every connection has read and write timeouts, and is dropped (never reused) after an
 //!   I/O, protocol or timeout error, so a half-read reply never reaches the next caller;
 //! - fork safe: the pool remembers the pid that filled it. In a forked child the inherited
@@ -35,6 +36,7 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Connection, IntoConnectionInfo, RedisResult};
 
+use crate::connect;
 use crate::error::{Error, Result};
 use crate::outage::{marks_down, Admission, Outage};
 use crate::sentinel::{self, Master, Reaction, SentinelConfig};
@@ -391,9 +393,7 @@ impl Shared {
             }
         };
         let map = |e: redis::RedisError| (Error::from_redis(&e, &self.server()), true);
-        let mut conn = client
-            .get_connection_with_timeout(self.config.connect_timeout)
-            .map_err(map)?;
+        let mut conn = connect::open(&client, self.config.connect_timeout).map_err(map)?;
         conn.set_read_timeout(Some(self.config.read_timeout))
             .map_err(map)?;
         conn.set_write_timeout(Some(self.config.write_timeout))

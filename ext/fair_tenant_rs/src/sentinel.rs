@@ -1,8 +1,8 @@
 //! Redis Sentinel: finding the master the gem's pool connects to.
 //!
 //! - The sentinels are asked in turn, `SENTINEL get-master-addr-by-name NAME`, each on a plain
-//!   connection with the connect and read/write timeouts (redis-rs' own sentinel client has none),
-//!   starting with the one that answered last.
+//!   connection with the connect (DNS lookup included) and read/write timeouts (redis-rs' own
+//!   sentinel client has none), starting with the one that answered last.
 //! - The master is connected to with the credentials, db and TLS of the gem's Redis URL (whose host is
 //!   the master *name*); the pool checks `ROLE` on every new connection ([`is_master_role`]).
 //! - After a failover (`READONLY`/`MASTERDOWN`, also inside a script error, or a lost connection;
@@ -283,9 +283,7 @@ impl Master {
             .map_err(|e| e.to_string())?
             .set_redis_settings(auth);
         let client = Client::open(info).map_err(|e| e.to_string())?;
-        let mut conn = client
-            .get_connection_with_timeout(connect)
-            .map_err(|e| e.to_string())?;
+        let mut conn = crate::connect::open(&client, connect).map_err(|e| e.to_string())?;
         conn.set_read_timeout(Some(io)).map_err(|e| e.to_string())?;
         conn.set_write_timeout(Some(io))
             .map_err(|e| e.to_string())?;
