@@ -54,6 +54,21 @@ RSpec.describe "Robustness" do
 
   def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
 
+  # After an outage the call that finds the backoff over starts a probe and fails fast like the others: ping until
+  # the probe has brought the pool back.
+  def until_up(client, deadline: 10)
+    started = monotonic
+    until begin
+      client.ping
+    rescue Sidekiq::FairTenant::Error
+      false
+    end
+      raise "Redis did not come back within #{deadline} s" if monotonic - started > deadline
+
+      sleep 0.02
+    end
+  end
+
   it "runs every call into the extension under GC.stress in bin/test's GC.stress stage",
      if: ENV["FAIR_TENANT_GC_STRESS"] == "1" do
     before = GC.count
@@ -74,7 +89,7 @@ RSpec.describe "Robustness" do
     expect(log).to match(/ConnectionError: .*127\.0\.0\.1:#{server.port}/)
 
     server.start
-    expect(until_routed("slow")).to be < 0.5 + 1 # the backoff, then the first probe
+    expect(until_routed("slow")).to be < 0.5 + 1 # the backoff, then the first probe (on its own thread)
   end
 
   # Refused, unresolvable, stalled: one attempt per backoff, the pushes in between fail open at once.
@@ -102,16 +117,65 @@ RSpec.describe "Robustness" do
     end
   end
 
+  # A pause, not DEBUG SLEEP in a thread: it is in effect when the call returns, and lasts until UNPAUSE however slow
+  # the push (under GC.stress a push takes longer than a 1 s sleep, which then started late or was over).
   it "fails open on a stalled Redis within the read timeout, and the pool stays usable" do
-    sleeper = stall(1)
+    server.redis.call("CLIENT", "PAUSE", "60000", "WRITE")
     log = capture_log { NoTenantJob.set(fair_tenant: "t").perform_async }
-    sleeper.join
+    server.redis.call("CLIENT", "UNPAUSE")
 
     expect(queue_size("default")).to eq(1)
     expect(log).to include("TimeoutError")
-    sleep 0.5 if Sidekiq::FairTenant.native.pool_stats[:down] # the backoff the timeout started, begun before
-    NoTenantJob.set(fair_tenant: "t").perform_async
+    resumed = until_routed("slow", deadline: 10)
+    expect(resumed).to be < 0.5 + 1 unless ENV["FAIR_TENANT_GC_STRESS"] == "1" # the rest of the backoff, the probe
     expect(queue_size("slow")).to eq(1)
+  ensure
+    server.redis.call("CLIENT", "UNPAUSE")
+  end
+
+  # CLIENT PAUSE WRITE: connects and PING are answered, every write waits. PAUSE ALL would also hold the UNPAUSE.
+  it "keeps pushing at full speed while Redis is stalled, and routes again within 2 s of its recovery",
+     gc_stress: false do
+    client = Sidekiq::FairTenant.native
+    push = -> { NoTenantJob.set(fair_tenant: "t").perform_async }
+    push.call # routed: the pool holds a connection
+    server.redis.call("CLIENT", "PAUSE", "60000", "WRITE")
+
+    started = monotonic
+    push.call # waits its read timeout (0.2 s): the one wait
+    first = monotonic - started
+    pushed = 2
+    slowest = 0
+    while monotonic - started < 2.5 # five backoffs of 0.5 s, each ended by a probe that waits 0.2 s
+      t = monotonic
+      push.call
+      slowest = [slowest, monotonic - t].max
+      pushed += 1
+      sleep 0.01
+    end
+    probes = client.pool_stats[:connects] - 1
+
+    expect(first).to be >= 0.2
+    expect(probes).to be >= 3
+    expect(slowest).to be < 0.2 # no push after the first waited for a probe's read timeout
+    expect(queue_size("slow")).to eq(1)
+
+    server.redis.call("CLIENT", "UNPAUSE")
+    resumed = monotonic
+    loop do
+      push.call
+      pushed += 1
+      break if queue_size("slow") > 1
+      raise "routing did not resume within 5 s" if monotonic - resumed > 5
+
+      sleep 0.02
+    end
+
+    expect(monotonic - resumed).to be < 2
+    expect(queue_size("default") + queue_size("slow")).to eq(pushed) # no job lost
+    expect(client.pool_stats).to include(down: false, probing: false)
+  ensure
+    server.redis.call("CLIENT", "UNPAUSE")
   end
 
   # Not under GC.stress: argument conversion then holds the GVL for seconds, Timeout's timer thread cannot run
@@ -129,6 +193,7 @@ RSpec.describe "Robustness" do
 
     stats = client.pool_stats
     expect(stats[:open]).to eq(stats[:idle])
+    until_up(client) # the interrupted call's read timeout started a backoff
     expect(client.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
     expect(client.pool_stats[:open]).to eq(client.pool_stats[:idle])
   end
@@ -150,7 +215,7 @@ RSpec.describe "Robustness" do
 
     stats = client.pool_stats
     expect(stats[:open]).to eq(stats[:idle])
-    sleep 0.5 if client.pool_stats[:down] # the victims' read timeouts started a backoff
+    until_up(client) # the victims' read timeouts started a backoff
     expect(client.ping).to be(true)
   end
 

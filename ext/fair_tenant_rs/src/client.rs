@@ -468,6 +468,7 @@ impl RbClient {
         h.aset(ruby.to_symbol("idle"), s.idle)?;
         h.aset(ruby.to_symbol("connects"), s.connects)?;
         h.aset(ruby.to_symbol("down"), s.down)?;
+        h.aset(ruby.to_symbol("probing"), s.probing)?;
         Ok(h)
     }
 

@@ -2,9 +2,13 @@
 //!
 //! After a call fails to connect, times out or loses its connection, the pool refuses every call for
 //! `backoff` (with the error that started it), so a dead or stalled Redis costs one wait, not one per
-//! push. When the backoff is over, one caller goes ahead as the probe while the others keep failing
-//! fast for another `backoff`; the probe's success ends the outage, its failure starts a new backoff.
-//! No thread, no timer: the clock is read by the callers.
+//! push. When the backoff is over, the next caller is told to start a probe ([`Admission::Probe`]); the
+//! pool runs it on a thread of its own, and every caller, that one included, keeps failing fast until
+//! the probe answers. Its success ends the outage, its failure starts the next backoff. One probe at a
+//! time; no timer: the clock is read by the callers.
+//!
+//! A probe in flight does not survive `fork`: the child calls [`Outage::forget_probe`], or it would
+//! wait forever for an answer.
 
 use std::time::{Duration, Instant};
 
@@ -14,23 +18,38 @@ use crate::error::Error;
 pub struct Outage {
     until: Option<Instant>,
     cause: Option<Error>,
+    /// A probe was started and has not answered yet.
+    probing: bool,
+}
+
+/// What a caller does, from [`Outage::admit`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// All is well: go ahead.
+    Proceed,
+    /// The backoff is over and no probe runs: start one (the caller then asks again).
+    Probe,
+    /// Fail at once with this error.
+    Refuse(Error),
 }
 
 impl Outage {
-    /// Before a call: `Ok(())` to go ahead (all is well, or this caller is the probe), else the
-    /// error to fail with at once.
-    pub fn admit(&mut self, now: Instant, backoff: Duration) -> Result<(), Error> {
+    /// Before a call.
+    pub fn admit(&mut self, now: Instant) -> Admission {
         match self.until {
-            None => Ok(()),
-            Some(until) if now < until => Err(self.fast_error(until - now)),
+            None => Admission::Proceed,
+            Some(until) if self.probing || now < until => {
+                Admission::Refuse(self.fast_error(until.checked_duration_since(now)))
+            }
             Some(_) => {
-                self.until = Some(now + backoff);
-                Ok(())
+                self.probing = true;
+                Admission::Probe
             }
         }
     }
 
-    /// A call found the server unreachable: fail fast for `backoff` from now.
+    /// A call found the server unreachable: fail fast for `backoff` from now. A probe in flight goes
+    /// on; its answer decides.
     pub fn failed(&mut self, now: Instant, backoff: Duration, cause: &Error) {
         self.until = Some(now + backoff);
         self.cause = Some(cause.clone());
@@ -42,15 +61,37 @@ impl Outage {
         self.cause = None;
     }
 
+    /// The probe answered: `Ok` ends the outage, an error starts the next backoff.
+    pub fn probe_done(&mut self, now: Instant, backoff: Duration, result: Result<(), &Error>) {
+        self.probing = false;
+        match result {
+            Ok(()) => self.succeeded(),
+            Err(cause) => self.failed(now, backoff, cause),
+        }
+    }
+
+    /// In a forked child: the probe thread stayed in the parent, so none is in flight here.
+    pub fn forget_probe(&mut self) {
+        self.probing = false;
+    }
+
     pub fn is_down(&self) -> bool {
         self.until.is_some()
     }
 
-    fn fast_error(&self, left: Duration) -> Error {
-        let note = format!(
-            "; failing fast for {} ms more before the next attempt",
-            left.as_millis().max(1)
-        );
+    pub fn is_probing(&self) -> bool {
+        self.probing
+    }
+
+    /// `left`: the rest of the backoff, `None` once it is over (a probe is then in flight).
+    fn fast_error(&self, left: Option<Duration>) -> Error {
+        let note = match left {
+            Some(left) if !left.is_zero() && !self.probing => format!(
+                "; failing fast for {} ms more before the next attempt",
+                left.as_millis().max(1)
+            ),
+            _ => "; failing fast until the probe under way answers".to_string(),
+        };
         match &self.cause {
             Some(Error::Timeout(m)) => Error::Timeout(format!("{m}{note}")),
             Some(Error::Configuration(m)) => Error::Configuration(format!("{m}{note}")),
@@ -77,12 +118,19 @@ mod tests {
         Error::Connection("Connection refused (redis://127.0.0.1:1/0)".into())
     }
 
+    fn refusal(a: Admission) -> Error {
+        match a {
+            Admission::Refuse(e) => e,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
     #[test]
     fn admits_everyone_until_a_failure() {
         let mut o = Outage::default();
         let t = Instant::now();
-        assert!(o.admit(t, BACKOFF).is_ok());
-        assert!(o.admit(t, BACKOFF).is_ok());
+        assert_eq!(o.admit(t), Admission::Proceed);
+        assert_eq!(o.admit(t), Admission::Proceed);
         assert!(!o.is_down());
     }
 
@@ -91,52 +139,96 @@ mod tests {
         let mut o = Outage::default();
         let t = Instant::now();
         o.failed(t, BACKOFF, &refused());
-        let err = o
-            .admit(t + Duration::from_millis(400), BACKOFF)
-            .unwrap_err();
+        let err = refusal(o.admit(t + Duration::from_millis(400)));
         assert!(matches!(err, Error::Connection(_)), "{err:?}");
         assert!(err.message().contains("Connection refused"), "{err}");
         assert!(err.message().contains("600 ms more"), "{err}");
 
         let timeout = Error::Timeout("timed out (redis://127.0.0.1:2/0)".into());
         o.failed(t, BACKOFF, &timeout);
-        assert!(matches!(o.admit(t, BACKOFF), Err(Error::Timeout(_))));
+        assert!(matches!(o.admit(t), Admission::Refuse(Error::Timeout(_))));
     }
 
     #[test]
-    fn lets_exactly_one_probe_through_after_the_backoff() {
+    fn asks_for_exactly_one_probe_after_the_backoff_and_refuses_everyone_while_it_runs() {
         let mut o = Outage::default();
         let t = Instant::now();
         o.failed(t, BACKOFF, &refused());
         let later = t + BACKOFF;
-        assert!(o.admit(later, BACKOFF).is_ok(), "the probe goes ahead");
-        assert!(
-            o.admit(later, BACKOFF).is_err(),
-            "the others keep failing fast"
-        );
-        assert!(o
-            .admit(later + Duration::from_millis(999), BACKOFF)
-            .is_err());
+        assert_eq!(o.admit(later), Admission::Probe);
+        assert!(o.is_probing());
+        // The caller that started it, and everyone after, fail fast however long the probe takes.
+        for wait in [0, 1, 999, 5_000, 60_000] {
+            let err = refusal(o.admit(later + Duration::from_millis(wait)));
+            assert!(err.message().contains("probe under way"), "{err}");
+            assert!(err.message().contains("Connection refused"), "{err}");
+        }
+        assert!(o.is_down());
     }
 
     #[test]
-    fn a_probe_that_succeeds_ends_the_outage_and_one_that_fails_starts_another() {
+    fn a_probe_that_succeeds_ends_the_outage_and_one_that_fails_starts_the_next_backoff() {
         let mut o = Outage::default();
         let t = Instant::now();
         o.failed(t, BACKOFF, &refused());
-        let probe = t + BACKOFF;
-        o.admit(probe, BACKOFF).unwrap();
-        o.failed(probe, BACKOFF, &refused());
-        assert!(o
-            .admit(probe + Duration::from_millis(500), BACKOFF)
-            .is_err());
 
-        let probe = probe + BACKOFF;
-        o.admit(probe, BACKOFF).unwrap();
-        o.succeeded();
+        let probe = t + BACKOFF;
+        assert_eq!(o.admit(probe), Admission::Probe);
+        let done = probe + Duration::from_millis(500); // a stalled server: the read timeout
+        let timeout = Error::Timeout("timed out (redis://127.0.0.1:2/0)".into());
+        o.probe_done(done, BACKOFF, Err(&timeout));
+        assert!(!o.is_probing());
+        let err = refusal(o.admit(done + Duration::from_millis(999)));
+        assert!(matches!(err, Error::Timeout(_)), "{err:?}");
+        assert!(err.message().contains("1 ms more"), "{err}");
+
+        let probe = done + BACKOFF;
+        assert_eq!(o.admit(probe), Admission::Probe);
+        o.probe_done(probe, BACKOFF, Ok(()));
         assert!(!o.is_down());
-        assert!(o.admit(probe, BACKOFF).is_ok());
-        assert!(o.admit(probe, BACKOFF).is_ok());
+        assert_eq!(o.admit(probe), Admission::Proceed);
+        assert_eq!(o.admit(probe), Admission::Proceed);
+    }
+
+    #[test]
+    fn a_call_that_fails_while_the_probe_runs_leaves_the_probe_to_decide() {
+        let mut o = Outage::default();
+        let t = Instant::now();
+        o.failed(t, BACKOFF, &refused());
+        assert_eq!(o.admit(t + BACKOFF), Admission::Probe);
+        // A call checked out before the outage times out now: no second probe.
+        o.failed(t + BACKOFF, BACKOFF, &refused());
+        assert!(matches!(
+            o.admit(t + 3 * BACKOFF),
+            Admission::Refuse(Error::Connection(_))
+        ));
+        o.probe_done(t + 3 * BACKOFF, BACKOFF, Ok(()));
+        assert_eq!(o.admit(t + 3 * BACKOFF), Admission::Proceed);
+    }
+
+    #[test]
+    fn a_call_that_succeeds_while_the_probe_runs_ends_the_outage_but_not_the_probe() {
+        let mut o = Outage::default();
+        let t = Instant::now();
+        o.failed(t, BACKOFF, &refused());
+        assert_eq!(o.admit(t + BACKOFF), Admission::Probe);
+        o.succeeded();
+        assert_eq!(o.admit(t + BACKOFF), Admission::Proceed);
+        assert!(o.is_probing(), "its thread still runs and will answer");
+        o.probe_done(t + BACKOFF, BACKOFF, Ok(()));
+        assert!(!o.is_probing());
+    }
+
+    #[test]
+    fn a_forked_child_forgets_the_parents_probe_and_starts_its_own() {
+        let mut o = Outage::default();
+        let t = Instant::now();
+        o.failed(t, BACKOFF, &refused());
+        assert_eq!(o.admit(t + BACKOFF), Admission::Probe);
+        let mut child = std::mem::take(&mut o); // the child's copy of the state
+        child.forget_probe();
+        assert!(child.is_down());
+        assert_eq!(child.admit(t + BACKOFF), Admission::Probe);
     }
 
     #[test]

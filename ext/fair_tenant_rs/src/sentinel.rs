@@ -1,8 +1,8 @@
 //! Redis Sentinel: finding the master the gem's pool connects to.
 //!
 //! - The sentinels are asked in turn, `SENTINEL get-master-addr-by-name NAME`, each on a plain
-//!   connection with the connect and read/write timeouts (redis-rs' own sentinel client has none),
-//!   starting with the one that answered last.
+//!   connection with the connect (DNS lookup included) and read/write timeouts (redis-rs' own
+//!   sentinel client has none), starting with the one that answered last.
 //! - The master is connected to with the credentials, db and TLS of the gem's server settings (whose
 //!   host is the master *name*); the pool checks `ROLE` on every new connection ([`is_master_role`]).
 //! - The sentinels are reached over TLS when `tls` says so, with the same CA, client certificate and
@@ -288,9 +288,7 @@ impl Master {
         let shown = format_addr(host, port);
         let info = sentinel.connection_info().map_err(|e| e.to_string())?;
         let client = tls::client(info, &self.tls, &shown).map_err(|e| e.to_string())?;
-        let mut conn = client
-            .get_connection_with_timeout(connect)
-            .map_err(|e| e.to_string())?;
+        let mut conn = crate::connect::open(&client, connect).map_err(|e| e.to_string())?;
         conn.set_read_timeout(Some(io)).map_err(|e| e.to_string())?;
         conn.set_write_timeout(Some(io))
             .map_err(|e| e.to_string())?;

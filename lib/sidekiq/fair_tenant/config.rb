@@ -87,7 +87,7 @@ module Sidekiq
         @write_timeout = positive(:write_timeout, value)
       end
 
-      # Seconds during which calls fail open at once after Redis was found unreachable (then one probes).
+      # Seconds during which calls fail open at once after Redis was found unreachable (then a probe runs).
       def reconnect_backoff=(value)
         @reconnect_backoff = positive(:reconnect_backoff, value)
       end
