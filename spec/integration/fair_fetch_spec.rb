@@ -307,6 +307,15 @@ RSpec.describe "Fair fetch" do
       expect(redis.keys("#{inflight("")}*").sum { |k| redis.llen(k) }).to eq(0)
     end
 
+    it "leaves no in-flight entry after a graceful TERM (the last acknowledgements are sent)" do
+      6.times { |i| FairJob.perform_async("acme", i, 200) }
+      server = start_server(concurrency: 3)
+      wait_for("6 jobs finished") { events("finish").size >= 6 }
+      server.stop
+
+      expect(redis.keys("#{inflight("")}*").sum { |k| redis.llen(k) }).to eq(0)
+    end
+
     it "sends a job interrupted three times to the dead set, with the reason" do
       job = { "class" => "FairJob", "queue" => "fair", "args" => ["acme", 9], "jid" => "poison",
               "fair_tenant_interrupted" => 2 }
