@@ -1,6 +1,6 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
-//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`], [`fair`],
+//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`], [`fair`], [`ideal`],
 //! [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`], [`server`], [`slots`], [`stats`], [`tls`], [`error`],
 //! [`build_info`].
 //! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
@@ -11,6 +11,7 @@ pub mod build_info;
 pub mod concurrency;
 pub mod error;
 pub mod fair;
+pub mod ideal;
 pub mod keys;
 pub mod outage;
 pub mod pool;
