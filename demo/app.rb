@@ -2,7 +2,8 @@
 
 # The demo's Sidekiq application, loaded by real Sidekiq processes started by bin/demo:
 #   RUBYLIB=lib sidekiq -r ./demo/app.rb -c 10 -q default,4 -q throttled,1
-# Each job sleeps job_ms and records its tenant, enqueue, start and finish times in Redis.
+# (the fair_fetch mode adds SIDEKIQ_FAIR_TENANT_FAIR_QUEUES=default, which makes the process fetch with FairFetch).
+# Each job sleeps job_ms and records its tenant, enqueue, start and finish times and its thread in Redis.
 require "json"
 require "logger"
 require "sidekiq"
@@ -28,7 +29,8 @@ module Demo
       started_at = Time.now.to_f
       sleep(job_ms / 1000.0)
       finished_at = Time.now.to_f
-      record = { tenant: tenant, enqueued_at: enqueued_at, started_at: started_at, finished_at: finished_at }
+      record = { tenant: tenant, enqueued_at: enqueued_at, started_at: started_at, finished_at: finished_at,
+                 thread: "#{Process.pid}/#{Thread.current.object_id}" }
       Sidekiq.redis { |conn| conn.rpush(RECORDS_KEY, JSON.generate(record)) }
     end
   end
@@ -58,7 +60,17 @@ module Demo
                     fair_tenant_concurrency: { limit: SLOT_LIMIT, lease: SLOT_LEASE }
   end
 
-  JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob }.freeze
+  # PlainJob's options, on a fair queue: bin/demo makes "default" a fair queue for this mode (fair_queues in
+  # itself, SIDEKIQ_FAIR_TENANT_FAIR_QUEUES in Sidekiq), so a push goes to the tenant's own list and the
+  # fetcher serves tenants in start-time fair order. Nothing in the job itself is about fairness.
+  class FairFetchJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false
+  end
+
+  JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob,
+           "fair_fetch" => FairFetchJob }.freeze
 end
 
 # Started by bin/demo: stop when bin/demo is gone, even if it was killed before it could stop us.

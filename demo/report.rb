@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 module Demo
-  # Plain numbers for bin/demo's report: percentiles, the ideal small-tenant wait, Jain's index.
-  # No Sidekiq, no Redis: unit-tested in spec/integration/demo_spec.rb.
+  # Plain numbers for bin/demo's report: percentiles, the ideal (simulated) schedule, Jain's index.
+  # No Redis, no Sidekiq server: unit-tested in spec/integration/demo_spec.rb.
   module Report
     module_function
 
@@ -22,13 +22,27 @@ module Demo
       { p50: percentile(values, 50), p95: percentile(values, 95), max: values.max, count: values.size }
     end
 
-    # Ideal small-tenant wait: R + max(m*s*(K+1)/W, sqrt(2*B*S/W)), B = K*m*s total small work.
-    #   threads W, greedy_s S (greedy job length), small_tenants K, per_tenant m, small_s s; R, the time
-    #   until the first running greedy job ends, is taken as S.
-    def ideal_wait(threads:, greedy_s:, small_tenants:, per_tenant:, small_s:)
-      w = threads.to_f
-      small_work = small_tenants * per_tenant * small_s
-      greedy_s + [per_tenant * small_s * (small_tenants + 1) / w, Math.sqrt(2 * small_work * greedy_s / w)].max
+    # The ideal schedule of a run: each record's start time when start-time fair queueing (one job, one unit;
+    # weights 1) runs the same jobs, arriving at their enqueue times and lasting what they lasted (finish -
+    # start), on `threads` non-preemptive threads, never idle while a job waits. Simulated by the extension
+    # (Native::Fair.simulate, ext/fair_tenant_rs/src/ideal.rs), which the caller has loaded. Returns copies of
+    # the records with "started_at" and "finished_at" replaced by the simulated ones. fifo: all jobs as one
+    # tenant's, first in first out (plain Sidekiq without its overhead).
+    def ideal(records, threads, fifo: false)
+      jobs = records.map do |r|
+        [fifo ? "" : r["tenant"], r["enqueued_at"], [r["finished_at"] - r["started_at"], 0.0].max]
+      end
+      starts = Sidekiq::FairTenant::Native::Fair.simulate(jobs, threads)
+      records.zip(jobs, starts).map do |r, (_, _, duration), start|
+        r.merge("started_at" => start, "finished_at" => start + duration)
+      end
+    end
+
+    # First enqueue to last finish; nil for no records.
+    def span(records)
+      return nil if records.empty?
+
+      records.map { |r| r["finished_at"] }.max - records.map { |r| r["enqueued_at"] }.min
     end
 
     # Jain's fairness index of a list of throughputs: (sum x)^2 / (n * sum x^2); 1 is perfectly fair.
@@ -50,6 +64,27 @@ module Demo
       return nil unless to > from
 
       by_tenant.transform_values { |rs| rs.count { |r| r["started_at"].between?(from, to) } / (to - from) }
+    end
+
+    # Time a thread spends between one job's finish and its next job's start while some job waits (enqueued,
+    # not started): what fetching, acknowledging and recording cost per job. records: hashes with "thread",
+    # "enqueued_at", "started_at", "finished_at".
+    def busy_gaps(records)
+      enqueues = records.map { |r| r["enqueued_at"] }.sort
+      starts = records.map { |r| r["started_at"] }.sort
+      waiting = ->(at) { count_upto(enqueues, at) > count_upto(starts, at) }
+      records.group_by { |r| r["thread"] }.values.flat_map { |rs| thread_gaps(rs, waiting) }
+    end
+
+    def thread_gaps(records, waiting)
+      records.sort_by { |r| r["started_at"] }.each_cons(2).filter_map do |done, nxt|
+        nxt["started_at"] - done["finished_at"] if waiting.call(done["finished_at"])
+      end
+    end
+
+    # Values <= x in a sorted list.
+    def count_upto(sorted, value)
+      sorted.bsearch_index { |v| v > value } || sorted.size
     end
 
     # Most intervals [start, finish) open at once; finish before start when equal.

@@ -2,6 +2,7 @@
 
 require "open3"
 require "sidekiq"
+require "sidekiq/fair_tenant"
 require "tmpdir"
 require_relative "../../demo/report"
 
@@ -17,13 +18,27 @@ RSpec.describe "bin/demo" do
                                                     count: 5)
     end
 
-    it "computes the ideal small-tenant wait R + max(m*s*(K+1)/W, sqrt(2*B*S/W))" do
-      # W 10, S 0.02, K 20, m 3, s 0.02: B 1.2; m*s*(K+1)/W 0.126 beats sqrt(0.0048) 0.0693.
-      ideal = described_class.ideal_wait(threads: 10, greedy_s: 0.02, small_tenants: 20, per_tenant: 3, small_s: 0.02)
-      expect(ideal).to be_within(1e-9).of(0.02 + 0.126)
-      # Long greedy jobs: the square-root term wins. W 4, S 2, K 2, m 1, s 0.1: B 0.2, sqrt(0.2) > 0.075.
-      ideal = described_class.ideal_wait(threads: 4, greedy_s: 2.0, small_tenants: 2, per_tenant: 1, small_s: 0.1)
-      expect(ideal).to be_within(1e-9).of(2.0 + Math.sqrt(0.2))
+    it "simulates the ideal schedule: the same jobs in start-time fair order on the same threads" do
+      records = [
+        { "tenant" => "big", "enqueued_at" => 100.0, "started_at" => 100.5, "finished_at" => 101.5 }, # 1 s
+        { "tenant" => "big", "enqueued_at" => 100.0, "started_at" => 101.5, "finished_at" => 102.5 },
+        { "tenant" => "big", "enqueued_at" => 100.0, "started_at" => 102.5, "finished_at" => 103.5 },
+        { "tenant" => "small", "enqueued_at" => 100.2, "started_at" => 103.5, "finished_at" => 103.6 } # 0.1 s
+      ]
+      ideal = described_class.ideal(records, 1)
+      # One thread: big's first job at once, then small (fair order), then big's others; durations kept.
+      expect(ideal.map { |r| r["started_at"] }).to eq([100.0, 101.1, 102.1, 101.0])
+      expect(ideal.map { |r| (r["finished_at"] - r["started_at"]).round(9) }).to eq([1.0, 1.0, 1.0, 0.1])
+      expect(ideal.map { |r| r["tenant"] }).to eq(records.map { |r| r["tenant"] })
+      expect(described_class.ideal(records, 4).map { |r| r["started_at"] }).to eq([100.0, 100.0, 100.0, 100.2])
+      fifo = described_class.ideal(records, 1, fifo: true)
+      expect(fifo.map { |r| r["started_at"] }).to eq([100.0, 101.0, 102.0, 103.0]) # first in first out
+      expect(fifo.map { |r| r["tenant"] }).to eq(records.map { |r| r["tenant"] })
+      expect(described_class.span(fifo)).to be_within(1e-9).of(3.1)
+      expect(described_class.span([])).to be_nil
+      expect { Sidekiq::FairTenant::Native::Fair.simulate([["a", 0.0, -1.0]], 1) }
+        .to raise_error(ArgumentError, /duration/)
+      expect { Sidekiq::FairTenant::Native::Fair.simulate([], 0) }.to raise_error(ArgumentError, /threads/)
     end
 
     it "computes Jain's fairness index" do
@@ -36,6 +51,17 @@ RSpec.describe "bin/demo" do
       expect(described_class.peak_concurrency([[0, 2], [1, 3], [2, 4], [2.5, 3]])).to eq(3)
       expect(described_class.peak_concurrency([[0, 1], [1, 2]])).to eq(1) # one ends as the next starts
       expect(described_class.peak_concurrency([])).to eq(0)
+    end
+
+    it "measures a thread's gaps between jobs while some job waits, not while there is nothing to do" do
+      records = [
+        { "thread" => "t1", "enqueued_at" => 0.0, "started_at" => 0.0, "finished_at" => 1.0 },
+        { "thread" => "t1", "enqueued_at" => 0.0, "started_at" => 1.25, "finished_at" => 2.0 }, # waited: gap 0.25
+        { "thread" => "t1", "enqueued_at" => 5.0, "started_at" => 5.0, "finished_at" => 6.0 }, # idle before it
+        { "thread" => "t2", "enqueued_at" => 0.0, "started_at" => 0.0, "finished_at" => 0.5 },
+        { "thread" => "t2", "enqueued_at" => 0.0, "started_at" => 0.5, "finished_at" => 1.0 } # no gap
+      ]
+      expect(described_class.busy_gaps(records)).to contain_exactly(0.25, 0.0)
     end
 
     it "measures throughputs while every greedy tenant is backlogged" do
@@ -52,42 +78,57 @@ RSpec.describe "bin/demo" do
     end
   end
 
-  it "runs a small demo end to end in all three modes; re-routing shortens small waits, slots cap the greedy" do
+  it "runs a small demo end to end in all four modes, each against its simulated ideal" do
     Dir.mktmpdir("fair-tenant-demo") do |out|
       root = File.expand_path("../..", __dir__)
-      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1" }
-      cmd = [File.join(root, "bin/demo"), "--jobs", "200", "--small-tenants", "5", "--threads", "5",
-             "--job-ms", "5", "--slot-limit", "3", "--out", out]
+      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
+      cmd = [File.join(root, "bin/demo"), "--scenario", "two-megas", "--jobs", "200", "--small-tenants", "5",
+             "--threads", "5", "--job-ms", "5", "--slot-limit", "3", "--modes", "plain,fair_tenant,slots,fair",
+             "--out", out]
       stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
       expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
 
       expect(stdout).to include("Sidekiq #{Sidekiq::VERSION} server processes") # this bundle's Sidekiq
-      expect(stdout).to match(/^ideal small-tenant wait \d+\.\d+s = R /)
       expect(stdout).to include("slot limit 3 per tenant (lease 60s)")
-      modes = %w[plain fair_tenant fair_tenant+slots]
+      expect(stdout).to match(/^ideal: .*start-time fair order .* on 5 non-preemptive threads/)
+      modes = %w[plain fair_tenant fair_tenant+slots fair_fetch]
+      num = /\d+\.\d+s/
+      ratio = /(\d+\.\d+x|-)/
       peaks = modes.to_h do |mode|
         m = Regexp.escape(mode)
+        expect(stdout).to match(/^mode #{m} +\S/)
         %w[small greedy].each do |klass|
-          expect(stdout).to match(/^#{m} +#{klass} +wait p50 +\d+\.\d+s +p95 +\d+\.\d+s +max +\d+\.\d+s/)
+          expect(stdout).to match(/^#{m} +#{klass} +wait +p50 +#{num} +p95 +#{num} +max +#{num} +\(\d+ jobs\)/)
+          ideal = /^#{m} +#{klass} +ideal p50 +#{num} +p95 +#{num} +max +#{num}/
+          expect(stdout).to match(%r{#{ideal} +measured / ideal: p50 #{ratio}, p95 #{ratio}$})
         end
-        expect(stdout).to match(%r{^#{m} +makespan \d+\.\d+s +\d+ jobs/s +small p95 / ideal \d+\.\d+x})
-        line = /^#{m} +greedy total \d+\.\d+s \((\d+\.\d+)x plain\), at most (\d+) running at once/
+        gap = /(\d+\.\dms|-)/
+        totals = %r{^#{m} +makespan #{num} +\d+ jobs/s; a thread between jobs while jobs wait: }
+        expect(stdout).to match(/#{totals}mean #{gap}, p95 #{gap}$/)
+        jain = %r{greedy-a \d+ jobs/s, greedy-b \d+ jobs/s while both backlogged: Jain's index \d\.\d{3} \(ideal }
+        expect(stdout).to match(/^#{m} +(#{jain}(\d\.\d{3}|-)\)|Jain's index: the greedy tenants were never)/)
+        line = /^#{m} +greedy total #{num} \((\d+\.\d+)x plain\), ideal #{num}; at most (\d+) running at once/
         expect(stdout).to match(line)
         [mode, stdout[line, 2].to_i]
       end
-      expect(stdout).to match(/^plain +greedy total \d+\.\d+s \(1\.00x plain\)/)
+      expect(stdout).to match(/^plain +greedy total #{num} \(1\.00x plain\)/)
+      small = %r{small p95 / ideal (\d+\.\d+x \(<= 1\.20x: (met|missed)\)|- \(no reference\))}
+      greedy = %r{greedy total / plain \d+\.\d+x \(<= 1\.02x: (met|missed); simulated, SFQ / FIFO: \d+\.\d+x\)}
+      jain = /Jain's index (\d\.\d{3} \(>= 0\.95: (met|missed)\)|- \(never backlogged together\))/
+      expect(stdout).to match(/^fair_fetch targets: #{small}; #{greedy}; #{jain}$/)
       expect(peaks["fair_tenant+slots"]).to be_between(1, 3)
-      expect(peaks["plain"]).to be <= 5
+      expect(peaks.values).to all(be <= 5)
       expect(stdout).not_to include("not available")
-      expect(stderr.scan(%r{\] 215/215 jobs}).size).to eq(3)
+      expect(stderr.scan(%r{\] 215/215 jobs}).size).to eq(4)
+      expect(File.read(File.join(out, "sidekiq-fair_fetch.log"))).not_to match(/error/i)
+      expect(JSON.parse(File.read(File.join(out, "records-fair_fetch.json"))).size).to eq(215)
       %w[wait.png wait.svg].each do |file|
         expect(stdout).to include("chart: #{File.join(out, file)}")
         expect(File.size(File.join(out, file))).to be_positive
       end
-
-      p95 = modes.to_h { |m| [m, stdout[/^#{Regexp.escape(m)} +small +wait p50 +\S+ +p95 +(\d+\.\d+)s/, 1].to_f] }
-      expect(p95["fair_tenant"]).to be < p95["plain"]
-      expect(p95["fair_tenant+slots"]).to be < p95["plain"]
+      chart = File.read(File.join(out, "wait.gp"))
+      expect(chart.scan(/^set title '(.+)'$/).flatten.uniq).to eq(modes)
+      expect(chart.scan("title 'small, ideal'").size).to eq(2 * modes.size) # each panel, PNG and SVG
     end
   end
 end

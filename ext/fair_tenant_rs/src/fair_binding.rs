@@ -6,6 +6,7 @@ use magnus::{prelude::*, Error, RModule, RString, Ruby, Value};
 
 use crate::fair::{self, Entry};
 use crate::helpers::errors::argument_error;
+use crate::ideal;
 
 fn script(ruby: &Ruby, name: String) -> Result<&'static fair::FairScript, Error> {
     fair::script(&name)
@@ -39,6 +40,11 @@ fn decode_entry(ruby: &Ruby, entry: String) -> Result<Value, Error> {
     })
 }
 
+/// `simulate([[tenant, arrival, duration], ...], threads)`: each job's start time, in the order given.
+fn simulate(ruby: &Ruby, jobs: Vec<(String, f64, f64)>, threads: usize) -> Result<Vec<f64>, Error> {
+    ideal::simulate(&jobs, threads).map_err(|e| argument_error(ruby, e))
+}
+
 pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let module = native.define_module("Fair")?;
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
@@ -68,6 +74,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         "recovery_lock_key",
         magnus::function!(fair::recovery_lock_key, 0),
     )?;
+    module.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
     module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
     Ok(())

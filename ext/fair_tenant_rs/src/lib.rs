@@ -1,8 +1,8 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`], [`fair`],
-//! [`connect`], [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`], [`server`],
-//! [`slots`], [`stats`], [`tls`], [`error`], [`build_info`].
+//! [`ideal`], [`connect`], [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`],
+//! [`server`], [`slots`], [`stats`], [`tls`], [`error`], [`build_info`].
 //! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
 //! `concurrency_rule` (`Native::Concurrency`), `fair_binding` (`Native::Fair`), `queue_plan` (`Native::QueuePlan`); `Native` itself
 //! (`build_info`) below; shared glue in `helpers`.
@@ -12,6 +12,7 @@ pub mod concurrency;
 pub mod connect;
 pub mod error;
 pub mod fair;
+pub mod ideal;
 pub mod keys;
 pub mod outage;
 pub mod pool;
