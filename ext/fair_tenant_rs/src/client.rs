@@ -5,22 +5,22 @@ use std::time::Duration;
 
 use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol, TryConvert, Value};
 
+use crate::connection::Connection;
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
 use crate::keys::KeyFormat;
-use crate::pool::{Pool, PoolConfig};
-use crate::router::{self, Enqueue};
+use crate::pool::PoolConfig;
+use crate::router::{self, Push};
 use crate::rule_set::RbRuleSet;
 use crate::sentinel::SentinelConfig;
-use crate::server::{Address, ServerSettings, DEFAULT_HOST, DEFAULT_PORT};
-use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
+use crate::server::{ServerFields, ServerSettings};
+use crate::slots::{self, LimitTarget, Scope, Slot};
 use crate::stats::{self, Order, Query, TenantRow};
 use crate::tls::TlsOptions;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Client", free_immediately, size)]
 pub struct RbClient {
-    pool: Pool,
-    keys: KeyFormat,
+    conn: Connection,
 }
 
 fn seconds(ruby: &Ruby, name: &str, s: f64) -> Result<Duration, Error> {
@@ -52,6 +52,8 @@ impl RbClient {
     /// `settings`: the Hash `Sidekiq::FairTenant::Config#connection_settings` builds.
     fn new(ruby: &Ruby, settings: RHash) -> Result<Self, Error> {
         let get = |key: &str| settings.lookup::<_, Option<Value>>(ruby.to_symbol(key));
+        let given =
+            |key: &str| -> Result<Option<Value>, Error> { Ok(get(key)?.filter(|v| !v.is_nil())) };
         let required = |key: &str| -> Result<Value, Error> {
             get(key)?
                 .ok_or_else(|| argument_error(ruby, format!("connection setting {key} missing")))
@@ -75,42 +77,30 @@ impl RbClient {
             verify_peer: flag("ssl_verify_peer", true)?,
             verify_hostname: flag("ssl_verify_hostname", true)?,
         };
-        let sentinel = match get("sentinels")? {
-            Some(list) if !list.is_nil() => Some(SentinelConfig {
+        let sentinel = match given("sentinels")? {
+            Some(list) => Some(SentinelConfig {
                 sentinels: Vec::<(String, u16)>::try_convert(list)?,
                 master_name: text("sentinel_master")?.unwrap_or_default(),
                 username: text("sentinel_username")?,
                 password: text("sentinel_password")?,
                 tls: flag("sentinel_ssl", false)?,
             }),
-            _ => None,
+            None => None,
         };
-        // A URL the user configured is parsed once, in Rust; settings derived from Sidekiq come as fields.
-        let server = match text("redis_url")? {
-            Some(url) => ServerSettings::from_url(&url).map_err(to_ruby)?,
-            None => ServerSettings {
-                address: match text("path")? {
-                    Some(path) => Address::Unix { path },
-                    None => Address::Tcp {
-                        host: text("host")?.unwrap_or_else(|| DEFAULT_HOST.into()),
-                        port: get("port")?
-                            .filter(|v| !v.is_nil())
-                            .map(u16::try_convert)
-                            .transpose()?
-                            .unwrap_or(DEFAULT_PORT),
-                    },
-                },
-                tls: false, // `ssl` (TlsOptions::force) turns it on
-                db: get("db")?
-                    .filter(|v| !v.is_nil())
-                    .map(i64::try_convert)
-                    .transpose()?
-                    .unwrap_or(0),
+        // A configured URL wins: the fields are not even read then.
+        let url = text("redis_url")?;
+        let fields = match url {
+            Some(_) => ServerFields::default(),
+            None => ServerFields {
+                path: text("path")?,
+                host: text("host")?,
+                port: given("port")?.map(u16::try_convert).transpose()?,
+                db: given("db")?.map(i64::try_convert).transpose()?,
                 username: text("username")?,
                 password: text("password")?,
-            }
-            .normalized(),
+            },
         };
+        let server = ServerSettings::resolve(url.as_deref(), fields).map_err(to_ruby)?;
         let config = PoolConfig {
             server,
             size: usize::try_convert(required("pool_size")?)?,
@@ -122,10 +112,8 @@ impl RbClient {
             sentinel,
         };
         let enqueues_key = String::try_convert(required("enqueues_key")?)?;
-        let keys = KeyFormat::parse(&enqueues_key)
-            .map_err(|e| to_ruby(crate::error::Error::Configuration(e.to_string())))?;
-        let pool = Pool::new(config).map_err(to_ruby)?;
-        Ok(RbClient { pool, keys })
+        let conn = Connection::open(config, &enqueues_key).map_err(to_ruby)?;
+        Ok(RbClient { conn })
     }
 
     fn key_for(
@@ -136,6 +124,7 @@ impl RbClient {
         tenant: RString,
     ) -> RString {
         let key = rb_self
+            .conn
             .keys
             .render(&bytes(queue), &bytes(job_class), &bytes(tenant));
         ruby.str_from_slice(&key)
@@ -152,17 +141,16 @@ impl RbClient {
     ) -> Result<Option<usize>, Error> {
         let push = self.push(job_class, queue, tenant);
         let (rules, job) = (&rules.0, push.at(now));
-        without_gvl(|| router::route(&self.pool, rules, &job))?.map_err(to_ruby)
+        without_gvl(|| router::route(&self.conn.pool, rules, &job))?.map_err(to_ruby)
     }
 
-    /// The keys of one push: the tenant's key and the class's index.
     fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
-        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
-        Push {
-            key: self.keys.render(&queue, &job_class, &tenant),
-            index: self.keys.index_key(&queue, &job_class),
-            tenant,
-        }
+        Push::new(
+            &self.conn.keys,
+            &bytes(queue),
+            &bytes(job_class),
+            &bytes(tenant),
+        )
     }
 
     /// `[keys, argv]` of the route script for one push, without running it (for `bin/bench`).
@@ -183,13 +171,11 @@ impl RbClient {
 
     fn noop_eval(&self, key: RString) -> Result<(), Error> {
         let key = bytes(key);
-        without_gvl(|| router::noop(&self.pool, &key))?.map_err(to_ruby)
+        without_gvl(|| router::noop(&self.conn.pool, &key))?.map_err(to_ruby)
     }
 
     fn ping(&self) -> Result<bool, Error> {
-        without_gvl(|| self.pool.with(|c| redis::cmd("PING").query::<String>(c)))?
-            .map(|pong| pong == "PONG")
-            .map_err(to_ruby)
+        without_gvl(|| self.conn.ping())?.map_err(to_ruby)
     }
 
     /// A tenant key's enqueue times, oldest first (for stats and tests).
@@ -216,18 +202,14 @@ impl RbClient {
         queue: Option<RString>,
         key: Option<RString>,
     ) -> Result<RArray, Error> {
-        let (tag, field) = match (tenant, key) {
-            (Some(t), None) => (
-                slots::tenant_tag(&bytes(t)),
-                queue.map_or_else(|| slots::ALL.to_vec(), |q| slots::queue_field(&bytes(q))),
-            ),
-            (None, Some(k)) if queue.is_none() => (slots::key_tag(&bytes(k)), slots::ALL.to_vec()),
-            _ => {
-                return Err(argument_error(
-                    ruby,
-                    "give tenant: (optionally with queue:) or key:, not both",
-                ))
-            }
+        let [tenant, queue, key] = [tenant, queue, key].map(|s| s.map(bytes));
+        let Some((tag, field)) =
+            slots::limit_entry(tenant.as_deref(), queue.as_deref(), key.as_deref())
+        else {
+            return Err(argument_error(
+                ruby,
+                "give tenant: (optionally with queue:) or key:, not both",
+            ));
         };
         pair(ruby, &tag, &field)
     }
@@ -244,15 +226,12 @@ impl RbClient {
         payload: RString,
         enqueued_at: f64,
     ) -> Result<Symbol, Error> {
-        let slot = Slot::new(tag, sub, jid, lease_ms, default_limit);
+        let slot = slot(tag, sub, jid, lease_ms, default_limit);
         let (req, payload) = (slot.request(), bytes(payload));
-        let outcome = without_gvl(|| slots::acquire(&rb_self.pool, &req, &payload, enqueued_at))?
-            .map_err(to_ruby)?;
-        Ok(ruby.to_symbol(match outcome {
-            Acquired::Acquired => "acquired",
-            Acquired::Held => "held",
-            Acquired::Parked => "parked",
-        }))
+        let pool = &rb_self.conn.pool;
+        let outcome =
+            without_gvl(|| slots::acquire(pool, &req, &payload, enqueued_at))?.map_err(to_ruby)?;
+        Ok(ruby.to_symbol(outcome.name()))
     }
 
     fn release(
@@ -263,9 +242,9 @@ impl RbClient {
         lease_ms: u64,
         default_limit: u64,
     ) -> Result<u64, Error> {
-        let slot = Slot::new(tag, sub, jid, lease_ms, default_limit);
+        let slot = slot(tag, sub, jid, lease_ms, default_limit);
         let req = slot.request();
-        without_gvl(|| slots::release(&self.pool, &req))?.map_err(to_ruby)
+        without_gvl(|| slots::release(&self.conn.pool, &req))?.map_err(to_ruby)
     }
 
     /// `running`: an Array of `[tag, sub, jid, lease_ms]`.
@@ -280,7 +259,7 @@ impl RbClient {
                 lease_ms,
             ));
         }
-        without_gvl(|| slots::renew(&self.pool, &entries))?.map_err(to_ruby)
+        without_gvl(|| slots::renew(&self.conn.pool, &entries))?.map_err(to_ruby)
     }
 
     fn sweep(&self, max_tags: usize) -> Result<u64, Error> {
@@ -289,7 +268,7 @@ impl RbClient {
 
     /// `[jobs handed a slot, expired leases reclaimed]`
     fn sweep_details(&self, max_tags: usize) -> Result<(u64, u64), Error> {
-        let swept = without_gvl(|| slots::sweep(&self.pool, max_tags))?.map_err(to_ruby)?;
+        let swept = without_gvl(|| slots::sweep(&self.conn.pool, max_tags))?.map_err(to_ruby)?;
         Ok((swept.handed, swept.reclaimed))
     }
 
@@ -306,26 +285,24 @@ impl RbClient {
         offset: usize,
         limit: usize,
     ) -> Result<RArray, Error> {
-        let order = match order.name()?.as_ref() {
-            "recent" => Order::Recent,
-            "greedy" => Order::Greedy,
-            other => {
-                return Err(argument_error(
-                    ruby,
-                    format!("order must be :recent or :greedy, got :{other}"),
-                ))
-            }
+        let name = order.name()?;
+        let Some(order) = Order::named(&name) else {
+            return Err(argument_error(
+                ruby,
+                format!("order must be :recent or :greedy, got :{name}"),
+            ));
         };
         let (job_class, queue) = (bytes(job_class), bytes(queue));
         let q = Query {
-            keys: &rb_self.keys,
+            keys: &rb_self.conn.keys,
             rules: &rules.0,
             job_class: &job_class,
             queue: &queue,
             now,
         };
-        let page = without_gvl(|| stats::tenants(&rb_self.pool, &q, order, offset, limit))?
-            .map_err(to_ruby)?;
+        let pool = &rb_self.conn.pool;
+        let page =
+            without_gvl(|| stats::tenants(pool, &q, order, offset, limit))?.map_err(to_ruby)?;
         let rows = ruby.ary_new_capa(page.rows.len());
         for r in &page.rows {
             rows.push(tenant_row(ruby, r)?)?;
@@ -348,19 +325,20 @@ impl RbClient {
     ) -> Result<RHash, Error> {
         let (job_class, queue, tenant) = (bytes(job_class), bytes(queue), bytes(tenant));
         let q = Query {
-            keys: &rb_self.keys,
+            keys: &rb_self.conn.keys,
             rules: &rules.0,
             job_class: &job_class,
             queue: &queue,
             now,
         };
-        let row = without_gvl(|| stats::tenant(&rb_self.pool, &q, &tenant))?.map_err(to_ruby)?;
+        let row =
+            without_gvl(|| stats::tenant(&rb_self.conn.pool, &q, &tenant))?.map_err(to_ruby)?;
         tenant_row(ruby, &row)
     }
 
     /// `[[tag, sub], ...]`: scopes with parked or running jobs, at most `max`.
     fn scopes(ruby: &Ruby, rb_self: &Self, max: usize) -> Result<RArray, Error> {
-        let scopes = without_gvl(|| slots::scopes(&rb_self.pool, max))?.map_err(to_ruby)?;
+        let scopes = without_gvl(|| slots::scopes(&rb_self.conn.pool, max))?.map_err(to_ruby)?;
         let out = ruby.ary_new_capa(scopes.len());
         for s in scopes {
             out.push(pair(ruby, s.tag(), s.sub())?)?;
@@ -377,7 +355,7 @@ impl RbClient {
         sub: RString,
     ) -> Result<RHash, Error> {
         let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let d = without_gvl(|| slots::details(&rb_self.pool, &scope))?.map_err(to_ruby)?;
+        let d = without_gvl(|| slots::details(&rb_self.conn.pool, &scope))?.map_err(to_ruby)?;
         let h = ruby.hash_new();
         if let Some(target) = slots::limit_target(scope.tag(), scope.sub()) {
             put_target(ruby, h, target)?;
@@ -400,35 +378,37 @@ impl RbClient {
 
     /// The class's tenant index key.
     fn index_key(ruby: &Ruby, rb_self: &Self, job_class: RString, queue: RString) -> RString {
-        ruby.str_from_slice(&rb_self.keys.index_key(&bytes(queue), &bytes(job_class)))
+        ruby.str_from_slice(
+            &rb_self
+                .conn
+                .keys
+                .index_key(&bytes(queue), &bytes(job_class)),
+        )
     }
 
     /// Whether the enqueue script's keys share a Redis Cluster slot with this `enqueues_key`.
     fn cluster_safe(&self) -> bool {
-        self.keys.cluster_safe()
+        self.conn.keys.cluster_safe()
     }
 
     fn set_limit(&self, tag: RString, field: RString, value: Option<u64>) -> Result<u64, Error> {
         let (tag, field) = (bytes(tag), bytes(field));
-        without_gvl(|| slots::set_limit(&self.pool, &tag, &field, value))?.map_err(to_ruby)
+        without_gvl(|| slots::set_limit(&self.conn.pool, &tag, &field, value))?.map_err(to_ruby)
     }
 
     fn get_limit(&self, tag: RString, field: RString) -> Result<Option<u64>, Error> {
         let (tag, field) = (bytes(tag), bytes(field));
-        without_gvl(|| slots::get_limit(&self.pool, &tag, &field))?.map_err(to_ruby)
+        without_gvl(|| slots::get_limit(&self.conn.pool, &tag, &field))?.map_err(to_ruby)
     }
 
     /// `[{tenant:, queue:, limit:} | {key:, limit:}, ...]`
     fn list_limits(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
-        let limits = without_gvl(|| slots::list_limits(&rb_self.pool))?.map_err(to_ruby)?;
+        let limits = without_gvl(|| slots::list_limits(&rb_self.conn.pool))?.map_err(to_ruby)?;
         let out = ruby.ary_new_capa(limits.len());
-        for (tag, field, value) in limits {
-            let Some(target) = slots::limit_target(&tag, &field) else {
-                continue;
-            };
+        for (target, limit) in limits {
             let h = ruby.hash_new();
             put_target(ruby, h, target)?;
-            h.aset(ruby.to_symbol("limit"), value)?;
+            h.aset(ruby.to_symbol("limit"), limit)?;
             out.push(h)?;
         }
         Ok(out)
@@ -442,7 +422,7 @@ impl RbClient {
         sub: RString,
     ) -> Result<RArray, Error> {
         let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let state = without_gvl(|| slots::inspect(&rb_self.pool, &scope))?.map_err(to_ruby)?;
+        let state = without_gvl(|| slots::inspect(&rb_self.conn.pool, &scope))?.map_err(to_ruby)?;
         let list = ruby.ary_new_capa(state.holders.len());
         for (jid, expiry) in state.holders {
             let row = ruby.ary_new_capa(2);
@@ -457,11 +437,11 @@ impl RbClient {
     }
 
     fn server(&self) -> String {
-        self.pool.server()
+        self.conn.pool.server()
     }
 
     fn pool_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let s = rb_self.pool.stats();
+        let s = rb_self.conn.pool.stats();
         let h = ruby.hash_new();
         h.aset(ruby.to_symbol("size"), s.size)?;
         h.aset(ruby.to_symbol("open"), s.open)?;
@@ -476,7 +456,7 @@ impl RbClient {
     fn check_key_format(format: String) -> Result<bool, Error> {
         KeyFormat::parse(&format)
             .map(|_| true)
-            .map_err(|e| to_ruby(crate::error::Error::Configuration(e.to_string())))
+            .map_err(|e| to_ruby(e.into()))
     }
 
     fn route_script_sha() -> String {
@@ -498,49 +478,12 @@ fn put_target(ruby: &Ruby, h: RHash, target: LimitTarget) -> Result<(), Error> {
     }
 }
 
-/// One job's slot request, owned; `request` lends it to the slot scripts.
-struct Slot {
-    scope: Scope,
-    jid: Vec<u8>,
-    lease_ms: u64,
-    default_limit: u64,
-}
-
-impl Slot {
-    fn new(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: u64) -> Self {
-        Slot {
-            scope: Scope::from_parts(bytes(tag), bytes(sub)),
-            jid: bytes(jid),
-            lease_ms,
-            default_limit,
-        }
-    }
-
-    fn request(&self) -> Request<'_> {
-        Request {
-            scope: &self.scope,
-            jid: &self.jid,
-            lease_ms: self.lease_ms,
-            default_limit: self.default_limit,
-        }
-    }
-}
-
-/// A push's keys, owned; `at` lends them to the router.
-struct Push {
-    key: Vec<u8>,
-    index: Vec<u8>,
-    tenant: Vec<u8>,
-}
-
-impl Push {
-    fn at(&self, now: f64) -> Enqueue<'_> {
-        Enqueue {
-            key: &self.key,
-            index: &self.index,
-            tenant: &self.tenant,
-            now,
-        }
+fn slot(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: u64) -> Slot {
+    Slot {
+        scope: Scope::from_parts(bytes(tag), bytes(sub)),
+        jid: bytes(jid),
+        lease_ms,
+        default_limit,
     }
 }
 

@@ -1,8 +1,8 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`], [`fair`],
-//! [`connect`], [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`], [`server`],
-//! [`slots`], [`stats`], [`tls`], [`error`], [`build_info`].
+//! [`connect`], [`connection`], [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`],
+//! [`server`], [`slots`], [`stats`], [`tls`], [`error`], [`build_info`].
 //! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
 //! `concurrency_rule` (`Native::Concurrency`), `fair_binding` (`Native::Fair`), `queue_plan` (`Native::QueuePlan`); `Native` itself
 //! (`build_info`) below; shared glue in `helpers`.
@@ -10,6 +10,7 @@
 pub mod build_info;
 pub mod concurrency;
 pub mod connect;
+pub mod connection;
 pub mod error;
 pub mod fair;
 pub mod keys;
