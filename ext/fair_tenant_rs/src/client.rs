@@ -1,5 +1,5 @@
 //! `Sidekiq::FairTenant::Native::Client`: the extension's connection to Redis (see
-//! `connection.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
+//! `handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
 //! and `client.limits`, each made on first use and kept for the client's life.
 //! Binding only: converts the settings Hash, releases the GVL, maps errors.
 
@@ -12,7 +12,7 @@ use magnus::{
     Value,
 };
 
-use crate::connection::Connection;
+use crate::handle::Handle;
 use crate::helpers::convert::{bytes, seconds};
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
@@ -36,7 +36,7 @@ use crate::tls::TlsOptions;
     mark
 )]
 pub struct RbClient {
-    conn: Arc<Connection>,
+    handle: Arc<Handle>,
     router: Memo<RbRouter>,
     slots: Memo<RbSlots>,
     stats: Memo<RbStats>,
@@ -53,9 +53,9 @@ impl DataTypeFunctions for RbClient {
 }
 
 impl RbClient {
-    /// The connection the per-concern objects share.
-    pub fn connection(&self) -> Arc<Connection> {
-        Arc::clone(&self.conn)
+    /// The pool handle the per-concern objects share.
+    pub fn handle(&self) -> Arc<Handle> {
+        Arc::clone(&self.handle)
     }
 
     /// `settings`: the Hash `Sidekiq::FairTenant::Config#connection_settings` builds.
@@ -119,9 +119,9 @@ impl RbClient {
             sentinel,
         };
         let enqueues_key = String::try_convert(required("enqueues_key")?)?;
-        let conn = Connection::open(config, &enqueues_key).map_err(to_ruby)?;
+        let handle = Handle::open(config, &enqueues_key).map_err(to_ruby)?;
         Ok(RbClient {
-            conn: Arc::new(conn),
+            handle: Arc::new(handle),
             router: Memo::default(),
             slots: Memo::default(),
             stats: Memo::default(),
@@ -132,38 +132,38 @@ impl RbClient {
     fn router(ruby: &Ruby, rb_self: &Self) -> Obj<RbRouter> {
         rb_self
             .router
-            .get_or_wrap(ruby, || RbRouter::over(rb_self.connection()))
+            .get_or_wrap(ruby, || RbRouter::over(rb_self.handle()))
     }
 
     fn slots(ruby: &Ruby, rb_self: &Self) -> Obj<RbSlots> {
         rb_self
             .slots
-            .get_or_wrap(ruby, || RbSlots::over(rb_self.connection()))
+            .get_or_wrap(ruby, || RbSlots::over(rb_self.handle()))
     }
 
     fn stats(ruby: &Ruby, rb_self: &Self) -> Obj<RbStats> {
         rb_self
             .stats
-            .get_or_wrap(ruby, || RbStats::over(rb_self.connection()))
+            .get_or_wrap(ruby, || RbStats::over(rb_self.handle()))
     }
 
     fn limits(ruby: &Ruby, rb_self: &Self) -> Obj<RbLimits> {
         rb_self
             .limits
-            .get_or_wrap(ruby, || RbLimits::over(rb_self.connection()))
+            .get_or_wrap(ruby, || RbLimits::over(rb_self.handle()))
     }
 
     fn ping(&self) -> Result<bool, Error> {
-        without_gvl(|| self.conn.ping())?.map_err(to_ruby)
+        without_gvl(|| self.handle.ping())?.map_err(to_ruby)
     }
 
     /// The server (no password), or the sentinels and the master last found, for messages.
     fn server(&self) -> String {
-        self.conn.pool.server()
+        self.handle.pool.server()
     }
 
     fn pool_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let s = rb_self.conn.pool.stats();
+        let s = rb_self.handle.pool.stats();
         let h = ruby.hash_new();
         h.aset(ruby.to_symbol("size"), s.size)?;
         h.aset(ruby.to_symbol("open"), s.open)?;
@@ -177,12 +177,12 @@ impl RbClient {
     /// One EVALSHA of a script that does nothing: the floor `bin/bench` compares routing against.
     fn noop_eval(&self, key: RString) -> Result<(), Error> {
         let key = bytes(key);
-        without_gvl(|| router::noop(&self.conn.pool, &key))?.map_err(to_ruby)
+        without_gvl(|| router::noop(&self.handle.pool, &key))?.map_err(to_ruby)
     }
 
     /// Whether the enqueue script's keys share a Redis Cluster slot with this `enqueues_key`.
     fn cluster_safe(&self) -> bool {
-        self.conn.keys.cluster_safe()
+        self.handle.keys.cluster_safe()
     }
 
     /// Raises ConfigurationError unless `format` is a usable `enqueues_key`.

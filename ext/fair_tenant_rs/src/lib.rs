@@ -3,7 +3,7 @@
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`] (the re-routing rule:
 //! which queue a tenant's next job goes to), [`router`] (one script call per push, with
 //! `lua/route.lua`), [`fair`] (fair queues: the serving rule and its scripts), [`concurrency`],
-//! [`slots`], [`stats`], [`queues`], [`keys`], [`connection`] (the pool and key format the
+//! [`slots`], [`stats`], [`queues`], [`keys`], [`handle`] (the pool and key format the
 //! bindings share), [`pool`], [`connect`] (opening one connection), [`outage`], [`server`],
 //! [`sentinel`], [`tls`], [`error`], [`build_info`].
 //!
@@ -17,9 +17,9 @@
 pub mod build_info;
 pub mod concurrency;
 pub mod connect;
-pub mod connection;
 pub mod error;
 pub mod fair;
+pub mod handle;
 pub mod keys;
 pub mod outage;
 pub mod pool;

@@ -7,22 +7,22 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
 
 use crate::client::RbClient;
-use crate::connection::Connection;
+use crate::handle::Handle;
 use crate::helpers::convert::{bytes, pair, put_target};
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
 use crate::slots;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Limits", free_immediately, size)]
-pub struct RbLimits(Arc<Connection>);
+pub struct RbLimits(Arc<Handle>);
 
 impl RbLimits {
-    pub fn over(conn: Arc<Connection>) -> Self {
-        RbLimits(conn)
+    pub fn over(handle: Arc<Handle>) -> Self {
+        RbLimits(handle)
     }
 
     fn new(client: &RbClient) -> Self {
-        Self::over(client.connection())
+        Self::over(client.handle())
     }
 
     /// `[tag, field]` of the limits entry for a tenant (optionally one queue) or a key.

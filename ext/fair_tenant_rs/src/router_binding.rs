@@ -7,7 +7,7 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
 
 use crate::client::RbClient;
-use crate::connection::Connection;
+use crate::handle::Handle;
 use crate::helpers::convert::bytes;
 use crate::helpers::errors::to_ruby;
 use crate::helpers::gvl::without_gvl;
@@ -15,15 +15,15 @@ use crate::router::{self, Push};
 use crate::rule_set::RbRuleSet;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Router", free_immediately, size)]
-pub struct RbRouter(Arc<Connection>);
+pub struct RbRouter(Arc<Handle>);
 
 impl RbRouter {
-    pub fn over(conn: Arc<Connection>) -> Self {
-        RbRouter(conn)
+    pub fn over(handle: Arc<Handle>) -> Self {
+        RbRouter(handle)
     }
 
     fn new(client: &RbClient) -> Self {
-        Self::over(client.connection())
+        Self::over(client.handle())
     }
 
     fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 
 use crate::client::RbClient;
-use crate::connection::Connection;
+use crate::handle::Handle;
 use crate::helpers::convert::{bytes, pair};
 use crate::helpers::errors::to_ruby;
 use crate::helpers::gvl::without_gvl;
 use crate::slots::{self, Scope, Slot};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
-pub struct RbSlots(Arc<Connection>);
+pub struct RbSlots(Arc<Handle>);
 
 fn slot(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: u64) -> Slot {
     Slot {
@@ -26,12 +26,12 @@ fn slot(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: 
 }
 
 impl RbSlots {
-    pub fn over(conn: Arc<Connection>) -> Self {
-        RbSlots(conn)
+    pub fn over(handle: Arc<Handle>) -> Self {
+        RbSlots(handle)
     }
 
     fn new(client: &RbClient) -> Self {
-        Self::over(client.connection())
+        Self::over(client.handle())
     }
 
     /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.

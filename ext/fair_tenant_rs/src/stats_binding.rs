@@ -8,7 +8,7 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol};
 
 use crate::client::RbClient;
-use crate::connection::Connection;
+use crate::handle::Handle;
 use crate::helpers::convert::{bytes, pair, put_target};
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
@@ -17,7 +17,7 @@ use crate::slots::{self, Scope};
 use crate::stats::{self, Order, Query, TenantRow};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Stats", free_immediately, size)]
-pub struct RbStats(Arc<Connection>);
+pub struct RbStats(Arc<Handle>);
 
 /// `[[jid, lease_expiry_ms], ...]`
 fn holders(ruby: &Ruby, holders: &[(Vec<u8>, u64)]) -> Result<RArray, Error> {
@@ -42,12 +42,12 @@ fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
 }
 
 impl RbStats {
-    pub fn over(conn: Arc<Connection>) -> Self {
-        RbStats(conn)
+    pub fn over(handle: Arc<Handle>) -> Self {
+        RbStats(handle)
     }
 
     fn new(client: &RbClient) -> Self {
-        Self::over(client.connection())
+        Self::over(client.handle())
     }
 
     /// `[total, [row, ...]]` for a class's active tenants; `order` is `:recent` or `:greedy`.
