@@ -168,14 +168,14 @@ route_rules = Sidekiq::FairTenant::Native::RuleSet.new("BenchRoutedJob",
                                                        Sidekiq::FairTenant.max_throttling_window)
 start = Time.now.to_f
 calls = Array.new(PUSHES * 2) do |i|
-  Sidekiq::FairTenant.native.route_args(route_rules, "BenchRoutedJob", "default", TENANTS[i % TENANTS.size],
-                                        start + (i * 0.0005))
+  Sidekiq::FairTenant.native.router.route_args(route_rules, "BenchRoutedJob", "default", TENANTS[i % TENANTS.size],
+                                               start + (i * 0.0005))
 end
-Sidekiq::FairTenant.native.route(route_rules, "BenchRoutedJob", "default", "load", start) # loads the script
+Sidekiq::FairTenant.native.router.route(route_rules, "BenchRoutedJob", "default", "load", start) # loads the script
 scripts = {
   "no-op" => redis.script(:load, "return 0"),
   "GET + PSETEX" => redis.script(:load, "redis.call('GET', KEYS[1]) redis.call('PSETEX', KEYS[1], ARGV[2], ARGV[1])"),
-  "routing" => Sidekiq::FairTenant::Native::Client.route_script_sha
+  "routing" => Sidekiq::FairTenant::Native::Router.route_script_sha
 }
 busy = Hash.new(Float::INFINITY)
 ROUNDS.times { scripts.each { |name, sha| busy[name] = [busy[name], pipelined_server_us(sha, calls)].min } }
@@ -186,15 +186,15 @@ puts format("  routing's own work over the no-op script: %.2f us per decision", 
 
 # Memory of one greedy tenant after 100,000 enqueues (the script called directly, same code path).
 redis.flushdb
-client = Sidekiq::FairTenant.native
+router = Sidekiq::FairTenant.native.router
 rules = Sidekiq::FairTenant::Native::RuleSet.new("BenchRoutedJob",
                                                  BenchRoutedJob.get_sidekiq_options["fair_tenant_queues"],
                                                  Sidekiq::FairTenant.max_throttling_window)
 now = Time.now.to_f
 100_000.times do |i|
-  client.route(rules, "BenchRoutedJob", "default", "greedy", now + (i * 0.001))
+  router.route(rules, "BenchRoutedJob", "default", "greedy", now + (i * 0.001))
 end
-key = client.key_for("BenchRoutedJob", "default", "greedy")
+key = router.key_for("BenchRoutedJob", "default", "greedy")
 bytes = redis.call("MEMORY", "USAGE", key, "SAMPLES", "0")
 puts format("greedy tenant after 100,000 enqueues: %d entries, MEMORY USAGE %d bytes (%.1f KB), TTL %ds",
             redis.strlen(key) / 8, bytes, bytes / 1024.0, redis.ttl(key))
@@ -336,20 +336,20 @@ puts format("real sidekiq -c 10 draining #{PERFORMS} no-op jobs: %.0f jobs/s pla
 # work per completed job must not grow with the number parked.
 PARKED = Integer(ENV.fetch("PARKED", "10000"))
 redis.flushdb
-client = Sidekiq::FairTenant.native
-tag, sub = Sidekiq::FairTenant::Native::Client.tenant_scope("parked-bench", "default")
+slots = Sidekiq::FairTenant.native.slots
+tag, sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("parked-bench", "default")
 template = payloads(BenchSlotJob, 1).first.merge("fair_tenant" => "parked-bench")
-client.acquire(tag, sub, "holder", 60_000, 1, JSON.generate(template.merge("jid" => "holder")), 0.0)
+slots.acquire(tag, sub, "holder", 60_000, 1, JSON.generate(template.merge("jid" => "holder")), 0.0)
 PARKED.times do |i|
-  client.acquire(tag, sub, "p#{i}", 60_000, 1, JSON.generate(template.merge("jid" => "p#{i}")), i.to_f)
+  slots.acquire(tag, sub, "p#{i}", 60_000, 1, JSON.generate(template.merge("jid" => "p#{i}")), i.to_f)
 end
 holder = "holder"
 phase = lambda do |count|
   before = commandstats
   count.times do
-    client.release(tag, sub, holder, 60_000, 1)
+    slots.release(tag, sub, holder, 60_000, 1)
     holder = JSON.parse(redis.rpop("queue:default"))["jid"]
-    client.acquire(tag, sub, holder, 60_000, 1, "{}", 0.0)
+    slots.acquire(tag, sub, holder, 60_000, 1, "{}", 0.0)
   end
   after = commandstats
   all = after.sum { |c, v| c == "info" ? 0 : v["calls"] } - before.sum { |c, v| c == "info" ? 0 : v["calls"] }

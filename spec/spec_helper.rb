@@ -127,8 +127,12 @@ RSpec.configure do |config|
 
   config.before do
     # Middleware specs start the heartbeat/sweep thread in this process; a sweep from it would race
-    # the next example's own assertions.
+    # the next example's own assertions. A client it built meanwhile may come from the settings the
+    # previous example had changed and restored (building one takes most of a second under GC.stress):
+    # dropped with it.
+    heartbeat = Sidekiq::FairTenant::Slots.started?
     Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant.reset_native! if heartbeat
     redis.flushdb
     Sidekiq::FairTenant.warnings.reset
   end

@@ -73,8 +73,10 @@ module Sidekiq
       def enqueues_key = config.enqueues_key
       def logger = config.logger
 
-      # The extension's Redis client for this process. Rebuilt after a fork: a child never
-      # touches the parent's sockets.
+      # The extension's Redis connection for this process (a Native::Client), and through it the
+      # objects that use it: `native.router`, `native.slots`, `native.stats`, `native.limits` (made
+      # on first use, kept by the client). Rebuilt after a fork, those objects with it: a child
+      # never touches the parent's sockets. Ask for them through `native` each time; never keep one.
       def native
         client = @native
         return client if client && @native_pid == ::Process.pid

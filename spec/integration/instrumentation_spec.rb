@@ -43,8 +43,8 @@ RSpec.describe Sidekiq::FairTenant::Instrumentation do
   end
 
   describe "concurrency slots" do
-    let(:native) { Sidekiq::FairTenant.native }
-    let(:scope) { Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default") }
+    let(:slots) { Sidekiq::FairTenant.native.slots }
+    let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default") }
     let(:middleware) { Sidekiq::FairTenant::ServerMiddleware.new }
     let(:job_class) do
       Class.new do
@@ -73,16 +73,16 @@ RSpec.describe Sidekiq::FairTenant::Instrumentation do
 
     it "publishes the hand-over a raised limit causes" do
       tag, sub = scope
-      native.acquire(tag, sub, "a", 60_000, 1, { jid: "a", queue: "default" }.to_json, 1.0)
-      native.acquire(tag, sub, "b", 60_000, 1, { jid: "b", queue: "default" }.to_json, 2.0)
+      slots.acquire(tag, sub, "a", 60_000, 1, { jid: "a", queue: "default" }.to_json, 1.0)
+      slots.acquire(tag, sub, "b", 60_000, 1, { jid: "b", queue: "default" }.to_json, 2.0)
       seen = events(:hand_over) { Sidekiq::FairTenant.limits.set(2, tenant: "acme") }
       expect(seen).to eq([{ scope: [tag, "*"], count: 1 }])
     end
 
     it "publishes reclaimed leases from the sweep" do
       tag, sub = scope
-      native.acquire(tag, sub, "dead", 200, 1, { jid: "dead", queue: "default" }.to_json, 1.0)
-      native.acquire(tag, sub, "waiting", 60_000, 1, { jid: "waiting", queue: "default" }.to_json, 2.0)
+      slots.acquire(tag, sub, "dead", 200, 1, { jid: "dead", queue: "default" }.to_json, 1.0)
+      slots.acquire(tag, sub, "waiting", 60_000, 1, { jid: "waiting", queue: "default" }.to_json, 2.0)
       sleep 0.25 # the 200 ms lease of "dead" runs out; nobody releases it
       seen = events(:lease_reclaimed) { Sidekiq::FairTenant::Slots.send(:sweep) }
       expect(seen).to eq([{ count: 1, handed: 1 }])

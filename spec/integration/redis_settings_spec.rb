@@ -28,7 +28,7 @@ RSpec.describe "The gem's Redis settings" do
   # Percent-encoding for URLs: a space is %20, a + is %2B.
   def escape(part) = ERB::Util.url_encode(part)
 
-  def tenant_key(tenant) = Sidekiq::FairTenant.native.key_for("NoTenantJob", "default", tenant)
+  def tenant_key(tenant) = Sidekiq::FairTenant.native.router.key_for("NoTenantJob", "default", tenant)
 
   # One push re-routed (the rule sends every tenant's first job to "slow") with the tenant's key written
   # on `conn`, the server the gem should be using. The queue is counted where Sidekiq's client pushes.

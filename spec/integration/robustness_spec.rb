@@ -72,9 +72,34 @@ RSpec.describe "Robustness" do
   it "runs every call into the extension under GC.stress in bin/test's GC.stress stage",
      if: ENV["FAIR_TENANT_GC_STRESS"] == "1" do
     before = GC.count
-    expect(Sidekiq::FairTenant.native.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
+    expect(Sidekiq::FairTenant.native.router.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
     expect(GC.count - before).to be >= 10 # a collection at each of the call's allocations
     expect(GC.stress).to be(false) # and only during the call
+    %i[Client Router Slots Stats Limits RuleSet Concurrency].each do |name|
+      klass = Sidekiq::FairTenant::Native.const_get(name)
+      expect(klass.ancestors.index(klass)).to be_positive, "#{name}'s methods are not wrapped"
+    end
+  end
+
+  it "keeps one router, slots, stats and limits per client, over the client's pool" do
+    client = Sidekiq::FairTenant::Native::Client.new(Sidekiq::FairTenant.config.connection_settings)
+    concerns = [client.router, client.slots, client.stats, client.limits]
+    expect(concerns.map { |object| object.class.name.split("::").last }).to eq(%w[Router Slots Stats Limits])
+    GC.start
+    expect([client.router, client.slots, client.stats, client.limits]).to eq(concerns) # kept alive by the client
+
+    own = Sidekiq::FairTenant::Native::Router.new(client)
+    expect(own).not_to be(client.router)
+    expect(own.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
+    expect(client.pool_stats).to include(connects: 1, open: 1, idle: 1) # the client's pool
+  end
+
+  it "keeps the pool open for a per-concern object that outlives its client" do
+    slots = Sidekiq::FairTenant::Native::Slots.new(
+      Sidekiq::FairTenant::Native::Client.new(Sidekiq::FairTenant.config.connection_settings)
+    )
+    3.times { GC.start }
+    expect(slots.sweep_details(10)).to eq([0, 0])
   end
 
   it "keeps enqueueing to the original queue while the gem's Redis is down, warns once, then recovers" do
@@ -187,14 +212,14 @@ RSpec.describe "Robustness" do
     sleeper = stall(1)
 
     expect do
-      Timeout.timeout(0.05) { client.route(rules, "HundredJob", "default", "t", Time.now.to_f) }
+      Timeout.timeout(0.05) { client.router.route(rules, "HundredJob", "default", "t", Time.now.to_f) }
     end.to raise_error(Timeout::Error)
     sleeper.join
 
     stats = client.pool_stats
     expect(stats[:open]).to eq(stats[:idle])
     until_up(client) # the interrupted call's read timeout started a backoff
-    expect(client.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
+    expect(client.router.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
     expect(client.pool_stats[:open]).to eq(client.pool_stats[:idle])
   end
 
@@ -204,7 +229,7 @@ RSpec.describe "Robustness" do
     victims = Array.new(4) do
       Thread.new do
         Thread.current.report_on_exception = false
-        client.route(rules, "HundredJob", "default", "t", Time.now.to_f)
+        client.router.route(rules, "HundredJob", "default", "t", Time.now.to_f)
       end
     end
     sleep 0.05
@@ -231,22 +256,30 @@ RSpec.describe "Robustness" do
 
   it "works in a forked child and keeps working in the parent" do
     NoTenantJob.set(fair_tenant: "parent").perform_async # the parent's pool now holds a connection
+    parent = Sidekiq::FairTenant.native
+    parent_objects = [parent.router, parent.slots, parent.stats, parent.limits]
     reader, writer = IO.pipe
     pid = fork do
       reader.close
       10.times { NoTenantJob.set(fair_tenant: "child").perform_async }
-      writer.write(Sidekiq::FairTenant.native.pool_stats[:open].to_s)
+      child = Sidekiq::FairTenant.native
+      shared = [child, child.router, child.slots, child.stats, child.limits].count do |object|
+        ([parent] + parent_objects).any? { |inherited| inherited.equal?(object) }
+      end
+      writer.write("#{child.pool_stats[:open]} #{shared}")
       exit!(0)
     end
     writer.close
-    child_open = reader.read
+    child_open, child_shared = reader.read.split.map(&:to_i)
     Process.wait(pid)
 
     expect($CHILD_STATUS&.success? || $?.success?).to be(true) # rubocop:disable Style/SpecialGlobalVars
-    expect(child_open.to_i).to be >= 1
+    expect(child_open).to be >= 1
+    expect(child_shared).to eq(0) # the child built its own client, router, slots, stats and limits
     3.times { NoTenantJob.set(fair_tenant: "parent").perform_async }
     native = Sidekiq::FairTenant.native
-    expect(entries_in(server.redis, native.key_for("NoTenantJob", "default", "child"))).to eq(10)
+    expect([native, native.router, native.slots, native.stats, native.limits]).to eq([parent] + parent_objects)
+    expect(entries_in(server.redis, native.router.key_for("NoTenantJob", "default", "child"))).to eq(10)
     expect(queue_size("slow")).to eq(14)
     expect(native.pool_stats[:open]).to eq(native.pool_stats[:idle])
   end

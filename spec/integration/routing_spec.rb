@@ -4,7 +4,7 @@ require "spec_helper"
 
 RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
   def key(job_class, tenant)
-    Sidekiq::FairTenant.native.key_for(job_class, "default", tenant)
+    Sidekiq::FairTenant.native.router.key_for(job_class, "default", tenant)
   end
 
   it "is registered in the client chain on require, without sidekiq/testing" do
@@ -63,9 +63,10 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
     it "keeps the newest enqueue times in order when clients' clocks disagree" do
       rules = Sidekiq::FairTenant::Native::RuleSet.new("SkewJob", [{ queue: "slow", threshold: 2, per: 10 }], 86_400)
       now = Time.now.to_f
-      fired = [0, 3, 1, 2].map { |dt| Sidekiq::FairTenant.native.route(rules, "SkewJob", "default", "s", now + dt) }
+      router = Sidekiq::FairTenant.native.router
+      fired = [0, 3, 1, 2].map { |dt| router.route(rules, "SkewJob", "default", "s", now + dt) }
 
-      times = Sidekiq::FairTenant::Native::Client.decode_times(redis.get(key("SkewJob", "s")))
+      times = Sidekiq::FairTenant::Native::Router.decode_times(redis.get(key("SkewJob", "s")))
       expect(times).to eq([now + 1, now + 2, now + 3]) # the 3 newest (threshold + 1), sorted
       expect(fired).to eq([nil, nil, 0, 0])
     end
@@ -87,12 +88,12 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
                end
         history << now
         expected = specs.rindex { |r| history.count { |t| t >= now - r[:per] } > r[:threshold] }
-        got = Sidekiq::FairTenant.native.route(rules, "ModelJob", "default", "m", now)
+        got = Sidekiq::FairTenant.native.router.route(rules, "ModelJob", "default", "m", now)
         mismatches << [i, expected, got] unless got == expected
         outcomes[expected] += 1
 
         value = redis.get(key("ModelJob", "m"))
-        held = Sidekiq::FairTenant::Native::Client.decode_times(value)
+        held = Sidekiq::FairTenant::Native::Router.decode_times(value)
         # The header says when the TTL was last set: never more than half the longest window ago.
         raise "TTL last set #{now - value.unpack1("G")}s before push #{i}" if now - value.unpack1("G") > 50
         raise "held #{held.size} times at push #{i}" unless held.size.between?(1, 41 + 32)
@@ -151,7 +152,7 @@ RSpec.describe Sidekiq::FairTenant::ClientMiddleware do
       expect(queue_size("slow")).to eq(tenants.size * 2)
       tenants.each do |t|
         # Each tenant's own two pushes, in its own key (trimmed to one only at the next rewrite).
-        expect(entries(Sidekiq::FairTenant.native.key_for("HostileTenantJob", "default", t))).to eq(2)
+        expect(entries(Sidekiq::FairTenant.native.router.key_for("HostileTenantJob", "default", t))).to eq(2)
       end
       expect(redis.keys("sidekiq-fair_tenant:enqueued:*").size).to eq(tenants.size)
       expect(redis.hlen("sidekiq-fair_tenant:tenants:HostileTenantJob")).to eq(tenants.size)

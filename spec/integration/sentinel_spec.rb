@@ -35,7 +35,7 @@ RSpec.describe "Sentinel for the gem's Redis" do
 
   def master = cluster.server(cluster.current_master_port)
   def monotonic = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  def tenant_key(tenant) = Sidekiq::FairTenant.native.key_for("NoTenantJob", "default", tenant)
+  def tenant_key(tenant) = Sidekiq::FairTenant.native.router.key_for("NoTenantJob", "default", tenant)
 
   # Pushes until one is re-routed by the server on `port`; returns how long that took and how many pushes.
   # (The old master keeps accepting writes until the sentinels demote it, which closes its connections.)
@@ -171,14 +171,14 @@ RSpec.describe "Sentinel for the gem's Redis" do
       job = { "class" => "SlotJob", "queue" => "default", "args" => ["acme", 0, 0], "jid" => "sentinel-1",
               "enqueued_at" => Time.now.to_f, "fair_tenant" => "acme",
               "fair_tenant_concurrency" => { "limit" => 1, "lease" => 60 } }
-      scope = Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default")
+      scope = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default")
       held = nil
       Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
-        held = Sidekiq::FairTenant.native.inspect_scope(*scope)[0].map(&:first)
+        held = Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0].map(&:first)
       end
 
       expect(held).to eq(["sentinel-1"])
-      expect(Sidekiq::FairTenant.native.inspect_scope(*scope)[0]).to be_empty
+      expect(Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0]).to be_empty
     end
 
     it "reports a tenant's counts" do

@@ -16,10 +16,11 @@ end
 # The slot scripts and the server middleware driven directly (no server process), so every
 # interleaving is deterministic.
 RSpec.describe "Concurrency slots (scripts and middleware)" do
-  let(:native) { Sidekiq::FairTenant.native }
+  let(:slots) { Sidekiq::FairTenant.native.slots }
+  let(:stats) { Sidekiq::FairTenant.native.stats }
   let(:tag) { scope[0] }
   let(:sub) { scope[1] }
-  let(:scope) { Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default") }
+  let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default") }
   let(:middleware) { Sidekiq::FairTenant::ServerMiddleware.new }
 
   def payload(jid, enqueued_at = Time.now.to_f, tenant: "acme")
@@ -29,13 +30,13 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
   end
 
   def acquire(jid, limit: 1, enqueued_at: Time.now.to_f)
-    native.acquire(tag, sub, jid, 60_000, limit, JSON.generate(payload(jid, enqueued_at)), enqueued_at)
+    slots.acquire(tag, sub, jid, 60_000, limit, JSON.generate(payload(jid, enqueued_at)), enqueued_at)
   end
 
   # Examples tagged gc_stress: false count on a 50-100 ms lease still holding a call or two later, which
   # GC.stress (seconds per call) breaks; the other examples make the same calls under it.
-  def holders = native.inspect_scope(tag, sub)[0].map(&:first)
-  def parked = native.inspect_scope(tag, sub)[1]
+  def holders = stats.inspect_scope(tag, sub)[0].map(&:first)
+  def parked = stats.inspect_scope(tag, sub)[1]
 
   it "grants up to the limit, parks the rest and hands freed slots to the oldest parked job" do
     expect(acquire("a", limit: 2)).to eq(:acquired)
@@ -44,7 +45,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     expect(acquire("c", limit: 2, enqueued_at: Time.now.to_f - 1)).to eq(:parked) # older: first in line
     expect(parked).to eq(2)
 
-    expect(native.release(tag, sub, "a", 60_000, 2)).to eq(1)
+    expect(slots.release(tag, sub, "a", 60_000, 2)).to eq(1)
     expect(holders).to contain_exactly("b", "c")
     front = JSON.parse(redis.lindex("queue:default", -1))
     expect(front["jid"]).to eq("c") # pushed to the end Sidekiq pops next
@@ -54,7 +55,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
   it "lets a handed-over job run without parking again, and a re-acquire is a no-op" do
     acquire("a")
     acquire("b")
-    native.release(tag, sub, "a", 60_000, 1)
+    slots.release(tag, sub, "a", 60_000, 1)
     expect(acquire("b")).to eq(:held)
     expect(acquire("b")).to eq(:held)
     expect(holders).to eq(["b"])
@@ -63,8 +64,8 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
   it "releases idempotently: a double release never admits more than the limit" do
     acquire("a")
     %w[b c].each { |j| acquire(j) }
-    expect(native.release(tag, sub, "a", 60_000, 1)).to eq(1)
-    expect(native.release(tag, sub, "a", 60_000, 1)).to eq(0)
+    expect(slots.release(tag, sub, "a", 60_000, 1)).to eq(1)
+    expect(slots.release(tag, sub, "a", 60_000, 1)).to eq(0)
     expect(holders).to eq(["b"])
     expect(parked).to eq(1)
   end
@@ -95,20 +96,20 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
   end
 
   it "reclaims expired leases on the next acquire and in the sweep", gc_stress: false do
-    native.acquire(tag, sub, "crashed", 50, 1, JSON.generate(payload("crashed")), Time.now.to_f)
+    slots.acquire(tag, sub, "crashed", 50, 1, JSON.generate(payload("crashed")), Time.now.to_f)
     expect(acquire("waiting")).to eq(:parked)
     sleep 0.1 # the 50 ms lease of the "crashed" holder runs out; nobody releases it
-    expect(native.sweep(10)).to eq(1)
+    expect(slots.sweep(10)).to eq(1)
     expect(holders).to eq(["waiting"])
     expect(redis.scard("sidekiq-fair_tenant:slots:tags")).to eq(1)
 
-    native.release(tag, sub, "waiting", 60_000, 1)
-    native.sweep(10)
+    slots.release(tag, sub, "waiting", 60_000, 1)
+    slots.sweep(10)
     expect(redis.scard("sidekiq-fair_tenant:slots:tags")).to eq(0) # nothing left to watch
   end
 
   it "drops a dead worker's expired lease when its slot is needed, and never counts it as running" do
-    native.acquire(tag, sub, "crashed", 50, 2, "{}", Time.now.to_f)
+    slots.acquire(tag, sub, "crashed", 50, 2, "{}", Time.now.to_f)
     sleep 0.1
     expect(acquire("a", limit: 2)).to eq(:acquired) # a free slot: the expired lease is left alone
     expect(holders).to contain_exactly("crashed", "a")
@@ -116,13 +117,13 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
     expect(acquire("b", limit: 2)).to eq(:acquired) # full: the expired lease makes room
     expect(holders).to contain_exactly("a", "b")
-    native.release(tag, sub, "a", 60_000, 2) # nobody parked: the release only removes "a"
+    slots.release(tag, sub, "a", 60_000, 2) # nobody parked: the release only removes "a"
     expect(holders).to eq(["b"])
   end
 
   it "renews leases of running jobs (heartbeat) and never resurrects a reclaimed one", gc_stress: false do
-    native.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
-    expect(native.renew([[tag, sub, "long", 60_000], [tag, sub, "gone", 60_000]])).to eq(1)
+    slots.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
+    expect(slots.renew([[tag, sub, "long", 60_000], [tag, sub, "gone", 60_000]])).to eq(1)
     sleep 0.15
     expect(acquire("next")).to eq(:parked) # "long" still holds: its lease was extended
     expect(holders).to eq(["long"])
@@ -167,7 +168,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
     it "gives the slot back when an interrupt lands just after the script took it, and lets it through" do
       # The interrupt arrives once the acquire script has run, before the job starts.
-      allow(native).to receive(:acquire).and_wrap_original do |original, *args|
+      allow(slots).to receive(:acquire).and_wrap_original do |original, *args|
         original.call(*args)
         raise Timeout::Error, "interrupted"
       end
@@ -183,11 +184,11 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       2.times { AjSlotJob.perform_later(7) }
       first, second = redis.lrange("queue:default", 0, -1).map { |j| JSON.parse(j) }
       wrapper = ActiveJob::QueueAdapters::SidekiqAdapter::JobWrapper.new
-      aj_tag, aj_sub = Sidekiq::FairTenant::Native::Client.tenant_scope("aj-7", "default")
+      aj_tag, aj_sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("aj-7", "default")
       middleware.call(wrapper, first, "default") do
-        expect(native.inspect_scope(aj_tag, aj_sub)[0].size).to eq(1)
+        expect(stats.inspect_scope(aj_tag, aj_sub)[0].size).to eq(1)
         expect(middleware.call(wrapper, second, "default") { raise "must not run" }).to be_nil
-        expect(native.inspect_scope(aj_tag, aj_sub)[1]).to eq(1)
+        expect(stats.inspect_scope(aj_tag, aj_sub)[1]).to eq(1)
       end
     end
 
@@ -199,9 +200,9 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     it "uses the class's key method for custom scopes" do
       job = { "class" => "WebhookJob", "queue" => "default", "args" => [42, 0, 0], "jid" => "w1",
               "enqueued_at" => Time.now.to_f, "fair_tenant_concurrency" => { "limit" => 1, "key" => "webhook_key" } }
-      key_tag, key_sub = Sidekiq::FairTenant::Native::Client.key_scope("customer-42")
+      key_tag, key_sub = Sidekiq::FairTenant::Native::Slots.key_scope("customer-42")
       middleware.call(WebhookJob.new, job, "default") do
-        expect(native.inspect_scope(key_tag, key_sub)[0].map(&:first)).to eq(["w1"])
+        expect(stats.inspect_scope(key_tag, key_sub)[0].map(&:first)).to eq(["w1"])
       end
     end
 

@@ -38,9 +38,9 @@ RSpec.describe "Concurrency slots in real Sidekiq processes" do
           .map { |e| running += e["event"] == "start" ? 1 : -1 }.max
   end
 
-  def scope(tenant) = Sidekiq::FairTenant::Native::Client.tenant_scope(tenant, "default")
-  def parked(tenant) = Sidekiq::FairTenant.native.inspect_scope(*scope(tenant))[1]
-  def holders(tenant) = Sidekiq::FairTenant.native.inspect_scope(*scope(tenant))[0].map(&:first)
+  def scope(tenant) = Sidekiq::FairTenant::Native::Slots.tenant_scope(tenant, "default")
+  def parked(tenant) = Sidekiq::FairTenant.native.stats.inspect_scope(*scope(tenant))[1]
+  def holders(tenant) = Sidekiq::FairTenant.native.stats.inspect_scope(*scope(tenant))[0].map(&:first)
 
   it "runs at most 2 of A's jobs at once, never blocks B, runs all 220 once, A in enqueue order" do
     200.times { |i| SlotJob.perform_async("A", i, 10) }

@@ -51,7 +51,7 @@ RSpec.describe "TLS to the gem's Redis" do
 
     expect(routed?).to be(true)
     expect(Sidekiq::FairTenant.ping).to be(true)
-    expect(servers[:tls].redis.exists?(Sidekiq::FairTenant.native.key_for("NoTenantJob", "default", "t")))
+    expect(servers[:tls].redis.exists?(Sidekiq::FairTenant.native.router.key_for("NoTenantJob", "default", "t")))
       .to be(true)
   end
 
@@ -142,16 +142,16 @@ RSpec.describe "TLS to the gem's Redis" do
       job = { "class" => "SlotJob", "queue" => "default", "args" => ["acme", 0, 0], "jid" => "tls-1",
               "enqueued_at" => Time.now.to_f, "fair_tenant" => "acme",
               "fair_tenant_concurrency" => { "limit" => 1, "lease" => 60 } }
-      scope = Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default")
+      scope = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default")
       held = nil
       ran = false
       Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
-        held = Sidekiq::FairTenant.native.inspect_scope(*scope)[0].map(&:first)
+        held = Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0].map(&:first)
         ran = true
       end
 
       expect([ran, held]).to eq([true, ["tls-1"]])
-      expect(Sidekiq::FairTenant.native.inspect_scope(*scope)[0]).to be_empty
+      expect(Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0]).to be_empty
     end
 
     it "reports a tenant's counts" do
@@ -159,8 +159,8 @@ RSpec.describe "TLS to the gem's Redis" do
 
       row = Sidekiq::FairTenant.stats.tenant(ThrottledJob, "tenant-1")
       expect(row[:windows].map { |w| w[:count] }).to eq([6, 6])
-      expect(servers[:tls].redis.exists?(Sidekiq::FairTenant.native.key_for("ThrottledJob", "default", "tenant-1")))
-        .to be(true)
+      key = Sidekiq::FairTenant.native.router.key_for("ThrottledJob", "default", "tenant-1")
+      expect(servers[:tls].redis.exists?(key)).to be(true)
     end
 
     it "sets a runtime limit from the command line, the CA file from the environment" do

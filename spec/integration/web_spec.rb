@@ -21,11 +21,11 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
   def seed
     6.times { ThrottledJob.perform_async(1) }
     2.times { ThrottledJob.perform_async(2) }
-    native = Sidekiq::FairTenant.native
-    tag, sub = Sidekiq::FairTenant::Native::Client.tenant_scope("acme", "default")
-    native.acquire(tag, sub, "running-1", 60_000, 1, { jid: "running-1", queue: "default" }.to_json, 1.0)
-    native.acquire(tag, sub, "waiting-1", 60_000, 1, { jid: "waiting-1", queue: "default" }.to_json,
-                   Time.now.to_f - 42)
+    slots = Sidekiq::FairTenant.native.slots
+    tag, sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default")
+    slots.acquire(tag, sub, "running-1", 60_000, 1, { jid: "running-1", queue: "default" }.to_json, 1.0)
+    slots.acquire(tag, sub, "waiting-1", 60_000, 1, { jid: "waiting-1", queue: "default" }.to_json,
+                  Time.now.to_f - 42)
     Sidekiq::FairTenant.limits.set(4, key: "customer-9")
   end
 

@@ -98,10 +98,12 @@ RSpec.describe Sidekiq::FairTenant::Config do
     first = Sidekiq::FairTenant.native
     Sidekiq::FairTenant.configure { |c| c.logger = Sidekiq.logger }
     expect(Sidekiq::FairTenant.native).to be(first)
+    expect(Sidekiq::FairTenant.native.router).to be(first.router)
 
     Sidekiq::FairTenant.configure { |c| c.pool_size = 7 }
     expect(Sidekiq::FairTenant.native).not_to be(first)
     expect(Sidekiq::FairTenant.native.pool_stats[:size]).to eq(7)
+    expect(Sidekiq::FairTenant.native.router).not_to be(first.router) # and its router, slots, stats, limits
   ensure
     Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }
   end

@@ -1,64 +1,73 @@
-//! `Sidekiq::FairTenant::Native::Client`: the extension's Redis pool and the calls made on it.
-//! Binding only: converts arguments, releases the GVL, maps errors.
+//! `Sidekiq::FairTenant::Native::Client`: the extension's connection to Redis (see
+//! `handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
+//! and `client.limits`, each made on first use and kept for the client's life.
+//! Binding only: converts the settings Hash, releases the GVL, maps errors.
 
-use std::time::Duration;
+use std::sync::Arc;
 
-use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol, TryConvert, Value};
+use magnus::gc::Marker;
+use magnus::typed_data::Obj;
+use magnus::{
+    prelude::*, DataTypeFunctions, Error, RHash, RModule, RString, Ruby, TryConvert, TypedData,
+    Value,
+};
 
+use crate::handle::Handle;
+use crate::helpers::convert::{bytes, seconds};
 use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
+use crate::helpers::memo::Memo;
 use crate::keys::KeyFormat;
-use crate::pool::{Pool, PoolConfig};
-use crate::router::{self, Enqueue};
-use crate::rule_set::RbRuleSet;
+use crate::limits_binding::RbLimits;
+use crate::pool::PoolConfig;
+use crate::router;
+use crate::router_binding::RbRouter;
 use crate::sentinel::SentinelConfig;
-use crate::server::{Address, ServerSettings, DEFAULT_HOST, DEFAULT_PORT};
-use crate::slots::{self, Acquired, LimitTarget, Request, Scope};
-use crate::stats::{self, Order, Query, TenantRow};
+use crate::server::{ServerFields, ServerSettings};
+use crate::slots_binding::RbSlots;
+use crate::stats_binding::RbStats;
 use crate::tls::TlsOptions;
 
-#[magnus::wrap(class = "Sidekiq::FairTenant::Native::Client", free_immediately, size)]
+#[derive(TypedData)]
+#[magnus(
+    class = "Sidekiq::FairTenant::Native::Client",
+    free_immediately,
+    size,
+    mark
+)]
 pub struct RbClient {
-    pool: Pool,
-    keys: KeyFormat,
+    handle: Arc<Handle>,
+    router: Memo<RbRouter>,
+    slots: Memo<RbSlots>,
+    stats: Memo<RbStats>,
+    limits: Memo<RbLimits>,
 }
 
-fn seconds(ruby: &Ruby, name: &str, s: f64) -> Result<Duration, Error> {
-    Duration::try_from_secs_f64(s)
-        .ok()
-        .filter(|d| !d.is_zero())
-        .ok_or_else(|| {
-            argument_error(
-                ruby,
-                format!("{name} must be a positive number of seconds, got {s}"),
-            )
-        })
-}
-
-/// Copies a Ruby string's bytes (binary safe: invalid UTF-8 stays as it is).
-fn bytes(s: RString) -> Vec<u8> {
-    // SAFETY: copied at once, with the GVL held.
-    unsafe { s.as_slice() }.to_vec()
-}
-
-fn pair(ruby: &Ruby, a: &[u8], b: &[u8]) -> Result<RArray, Error> {
-    let out = ruby.ary_new_capa(2);
-    out.push(ruby.str_from_slice(a))?;
-    out.push(ruby.str_from_slice(b))?;
-    Ok(out)
+impl DataTypeFunctions for RbClient {
+    fn mark(&self, marker: &Marker) {
+        self.router.mark(marker);
+        self.slots.mark(marker);
+        self.stats.mark(marker);
+        self.limits.mark(marker);
+    }
 }
 
 impl RbClient {
+    /// The pool handle the per-concern objects share.
+    pub fn handle(&self) -> Arc<Handle> {
+        Arc::clone(&self.handle)
+    }
+
     /// `settings`: the Hash `Sidekiq::FairTenant::Config#connection_settings` builds.
     fn new(ruby: &Ruby, settings: RHash) -> Result<Self, Error> {
         let get = |key: &str| settings.lookup::<_, Option<Value>>(ruby.to_symbol(key));
+        let given =
+            |key: &str| -> Result<Option<Value>, Error> { Ok(get(key)?.filter(|v| !v.is_nil())) };
         let required = |key: &str| -> Result<Value, Error> {
             get(key)?
                 .ok_or_else(|| argument_error(ruby, format!("connection setting {key} missing")))
         };
-        let duration = |key: &str| -> Result<Duration, Error> {
-            seconds(ruby, key, f64::try_convert(required(key)?)?)
-        };
+        let duration = |key: &str| seconds(ruby, key, f64::try_convert(required(key)?)?);
         let text = |key: &str| -> Result<Option<String>, Error> {
             get(key)?.map(String::try_convert).transpose()
         };
@@ -75,42 +84,30 @@ impl RbClient {
             verify_peer: flag("ssl_verify_peer", true)?,
             verify_hostname: flag("ssl_verify_hostname", true)?,
         };
-        let sentinel = match get("sentinels")? {
-            Some(list) if !list.is_nil() => Some(SentinelConfig {
+        let sentinel = match given("sentinels")? {
+            Some(list) => Some(SentinelConfig {
                 sentinels: Vec::<(String, u16)>::try_convert(list)?,
                 master_name: text("sentinel_master")?.unwrap_or_default(),
                 username: text("sentinel_username")?,
                 password: text("sentinel_password")?,
                 tls: flag("sentinel_ssl", false)?,
             }),
-            _ => None,
+            None => None,
         };
-        // A URL the user configured is parsed once, in Rust; settings derived from Sidekiq come as fields.
-        let server = match text("redis_url")? {
-            Some(url) => ServerSettings::from_url(&url).map_err(to_ruby)?,
-            None => ServerSettings {
-                address: match text("path")? {
-                    Some(path) => Address::Unix { path },
-                    None => Address::Tcp {
-                        host: text("host")?.unwrap_or_else(|| DEFAULT_HOST.into()),
-                        port: get("port")?
-                            .filter(|v| !v.is_nil())
-                            .map(u16::try_convert)
-                            .transpose()?
-                            .unwrap_or(DEFAULT_PORT),
-                    },
-                },
-                tls: false, // `ssl` (TlsOptions::force) turns it on
-                db: get("db")?
-                    .filter(|v| !v.is_nil())
-                    .map(i64::try_convert)
-                    .transpose()?
-                    .unwrap_or(0),
+        // A configured URL wins: the fields are not even read then.
+        let url = text("redis_url")?;
+        let fields = match url {
+            Some(_) => ServerFields::default(),
+            None => ServerFields {
+                path: text("path")?,
+                host: text("host")?,
+                port: given("port")?.map(u16::try_convert).transpose()?,
+                db: given("db")?.map(i64::try_convert).transpose()?,
                 username: text("username")?,
                 password: text("password")?,
-            }
-            .normalized(),
+            },
         };
+        let server = ServerSettings::resolve(url.as_deref(), fields).map_err(to_ruby)?;
         let config = PoolConfig {
             server,
             size: usize::try_convert(required("pool_size")?)?,
@@ -122,346 +119,51 @@ impl RbClient {
             sentinel,
         };
         let enqueues_key = String::try_convert(required("enqueues_key")?)?;
-        let keys = KeyFormat::parse(&enqueues_key)
-            .map_err(|e| to_ruby(crate::error::Error::Configuration(e.to_string())))?;
-        let pool = Pool::new(config).map_err(to_ruby)?;
-        Ok(RbClient { pool, keys })
+        let handle = Handle::open(config, &enqueues_key).map_err(to_ruby)?;
+        Ok(RbClient {
+            handle: Arc::new(handle),
+            router: Memo::default(),
+            slots: Memo::default(),
+            stats: Memo::default(),
+            limits: Memo::default(),
+        })
     }
 
-    fn key_for(
-        ruby: &Ruby,
-        rb_self: &Self,
-        job_class: RString,
-        queue: RString,
-        tenant: RString,
-    ) -> RString {
-        let key = rb_self
-            .keys
-            .render(&bytes(queue), &bytes(job_class), &bytes(tenant));
-        ruby.str_from_slice(&key)
+    fn router(ruby: &Ruby, rb_self: &Self) -> Obj<RbRouter> {
+        rb_self
+            .router
+            .get_or_wrap(ruby, || RbRouter::over(rb_self.handle()))
     }
 
-    /// Registers one enqueue; returns the index of the rule that fires, or nil.
-    fn route(
-        &self,
-        rules: &RbRuleSet,
-        job_class: RString,
-        queue: RString,
-        tenant: RString,
-        now: f64,
-    ) -> Result<Option<usize>, Error> {
-        let push = self.push(job_class, queue, tenant);
-        let (rules, job) = (&rules.0, push.at(now));
-        without_gvl(|| router::route(&self.pool, rules, &job))?.map_err(to_ruby)
+    fn slots(ruby: &Ruby, rb_self: &Self) -> Obj<RbSlots> {
+        rb_self
+            .slots
+            .get_or_wrap(ruby, || RbSlots::over(rb_self.handle()))
     }
 
-    /// The keys of one push: the tenant's key and the class's index.
-    fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
-        let (queue, job_class, tenant) = (bytes(queue), bytes(job_class), bytes(tenant));
-        Push {
-            key: self.keys.render(&queue, &job_class, &tenant),
-            index: self.keys.index_key(&queue, &job_class),
-            tenant,
-        }
+    fn stats(ruby: &Ruby, rb_self: &Self) -> Obj<RbStats> {
+        rb_self
+            .stats
+            .get_or_wrap(ruby, || RbStats::over(rb_self.handle()))
     }
 
-    /// `[keys, argv]` of the route script for one push, without running it (for `bin/bench`).
-    fn route_args(
-        ruby: &Ruby,
-        rb_self: &Self,
-        rules: &RbRuleSet,
-        job_class: RString,
-        queue: RString,
-        tenant: RString,
-        now: f64,
-    ) -> Result<RArray, Error> {
-        let push = rb_self.push(job_class, queue, tenant);
-        let keys = ruby.ary_from_iter([&push.key, &push.index].map(|k| ruby.str_from_slice(k)));
-        let args = router::script_args(&rules.0, &push.at(now)).map(|a| ruby.str_from_slice(&a));
-        Ok(ruby.ary_from_iter([keys, ruby.ary_from_iter(args)]))
-    }
-
-    fn noop_eval(&self, key: RString) -> Result<(), Error> {
-        let key = bytes(key);
-        without_gvl(|| router::noop(&self.pool, &key))?.map_err(to_ruby)
+    fn limits(ruby: &Ruby, rb_self: &Self) -> Obj<RbLimits> {
+        rb_self
+            .limits
+            .get_or_wrap(ruby, || RbLimits::over(rb_self.handle()))
     }
 
     fn ping(&self) -> Result<bool, Error> {
-        without_gvl(|| self.pool.with(|c| redis::cmd("PING").query::<String>(c)))?
-            .map(|pong| pong == "PONG")
-            .map_err(to_ruby)
+        without_gvl(|| self.handle.ping())?.map_err(to_ruby)
     }
 
-    /// A tenant key's enqueue times, oldest first (for stats and tests).
-    fn decode_times(value: RString) -> Vec<f64> {
-        router::decode_times(&bytes(value))
-    }
-
-    /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.
-    fn tenant_scope(ruby: &Ruby, tenant: RString, queue: RString) -> Result<RArray, Error> {
-        let scope = Scope::tenant_queue(&bytes(tenant), &bytes(queue));
-        pair(ruby, scope.tag(), scope.sub())
-    }
-
-    /// `[tag, sub]` of a custom-key scope.
-    fn key_scope(ruby: &Ruby, key: RString) -> Result<RArray, Error> {
-        let scope = Scope::custom(&bytes(key));
-        pair(ruby, scope.tag(), scope.sub())
-    }
-
-    /// `[tag, field]` of the limits hash entry for a tenant (optionally one queue) or a key.
-    fn limit_target(
-        ruby: &Ruby,
-        tenant: Option<RString>,
-        queue: Option<RString>,
-        key: Option<RString>,
-    ) -> Result<RArray, Error> {
-        let (tag, field) = match (tenant, key) {
-            (Some(t), None) => (
-                slots::tenant_tag(&bytes(t)),
-                queue.map_or_else(|| slots::ALL.to_vec(), |q| slots::queue_field(&bytes(q))),
-            ),
-            (None, Some(k)) if queue.is_none() => (slots::key_tag(&bytes(k)), slots::ALL.to_vec()),
-            _ => {
-                return Err(argument_error(
-                    ruby,
-                    "give tenant: (optionally with queue:) or key:, not both",
-                ))
-            }
-        };
-        pair(ruby, &tag, &field)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn acquire(
-        ruby: &Ruby,
-        rb_self: &Self,
-        tag: RString,
-        sub: RString,
-        jid: RString,
-        lease_ms: u64,
-        default_limit: u64,
-        payload: RString,
-        enqueued_at: f64,
-    ) -> Result<Symbol, Error> {
-        let slot = Slot::new(tag, sub, jid, lease_ms, default_limit);
-        let (req, payload) = (slot.request(), bytes(payload));
-        let outcome = without_gvl(|| slots::acquire(&rb_self.pool, &req, &payload, enqueued_at))?
-            .map_err(to_ruby)?;
-        Ok(ruby.to_symbol(match outcome {
-            Acquired::Acquired => "acquired",
-            Acquired::Held => "held",
-            Acquired::Parked => "parked",
-        }))
-    }
-
-    fn release(
-        &self,
-        tag: RString,
-        sub: RString,
-        jid: RString,
-        lease_ms: u64,
-        default_limit: u64,
-    ) -> Result<u64, Error> {
-        let slot = Slot::new(tag, sub, jid, lease_ms, default_limit);
-        let req = slot.request();
-        without_gvl(|| slots::release(&self.pool, &req))?.map_err(to_ruby)
-    }
-
-    /// `running`: an Array of `[tag, sub, jid, lease_ms]`.
-    fn renew(&self, running: RArray) -> Result<u64, Error> {
-        let mut entries = Vec::with_capacity(running.len());
-        for item in running.into_iter() {
-            let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
-                magnus::TryConvert::try_convert(item)?;
-            entries.push((
-                Scope::from_parts(bytes(tag), bytes(sub)),
-                bytes(jid),
-                lease_ms,
-            ));
-        }
-        without_gvl(|| slots::renew(&self.pool, &entries))?.map_err(to_ruby)
-    }
-
-    fn sweep(&self, max_tags: usize) -> Result<u64, Error> {
-        Ok(self.sweep_details(max_tags)?.0)
-    }
-
-    /// `[jobs handed a slot, expired leases reclaimed]`
-    fn sweep_details(&self, max_tags: usize) -> Result<(u64, u64), Error> {
-        let swept = without_gvl(|| slots::sweep(&self.pool, max_tags))?.map_err(to_ruby)?;
-        Ok((swept.handed, swept.reclaimed))
-    }
-
-    /// `[total, [row, ...]]` for a class's active tenants; `order` is `:recent` or `:greedy`.
-    #[allow(clippy::too_many_arguments)]
-    fn tenant_stats(
-        ruby: &Ruby,
-        rb_self: &Self,
-        rules: &RbRuleSet,
-        job_class: RString,
-        queue: RString,
-        now: f64,
-        order: Symbol,
-        offset: usize,
-        limit: usize,
-    ) -> Result<RArray, Error> {
-        let order = match order.name()?.as_ref() {
-            "recent" => Order::Recent,
-            "greedy" => Order::Greedy,
-            other => {
-                return Err(argument_error(
-                    ruby,
-                    format!("order must be :recent or :greedy, got :{other}"),
-                ))
-            }
-        };
-        let (job_class, queue) = (bytes(job_class), bytes(queue));
-        let q = Query {
-            keys: &rb_self.keys,
-            rules: &rules.0,
-            job_class: &job_class,
-            queue: &queue,
-            now,
-        };
-        let page = without_gvl(|| stats::tenants(&rb_self.pool, &q, order, offset, limit))?
-            .map_err(to_ruby)?;
-        let rows = ruby.ary_new_capa(page.rows.len());
-        for r in &page.rows {
-            rows.push(tenant_row(ruby, r)?)?;
-        }
-        let out = ruby.ary_new_capa(2);
-        out.push(page.total)?;
-        out.push(rows)?;
-        Ok(out)
-    }
-
-    /// One tenant's row, whether or not it is in the index.
-    fn tenant_stat(
-        ruby: &Ruby,
-        rb_self: &Self,
-        rules: &RbRuleSet,
-        job_class: RString,
-        queue: RString,
-        tenant: RString,
-        now: f64,
-    ) -> Result<RHash, Error> {
-        let (job_class, queue, tenant) = (bytes(job_class), bytes(queue), bytes(tenant));
-        let q = Query {
-            keys: &rb_self.keys,
-            rules: &rules.0,
-            job_class: &job_class,
-            queue: &queue,
-            now,
-        };
-        let row = without_gvl(|| stats::tenant(&rb_self.pool, &q, &tenant))?.map_err(to_ruby)?;
-        tenant_row(ruby, &row)
-    }
-
-    /// `[[tag, sub], ...]`: scopes with parked or running jobs, at most `max`.
-    fn scopes(ruby: &Ruby, rb_self: &Self, max: usize) -> Result<RArray, Error> {
-        let scopes = without_gvl(|| slots::scopes(&rb_self.pool, max))?.map_err(to_ruby)?;
-        let out = ruby.ary_new_capa(scopes.len());
-        for s in scopes {
-            out.push(pair(ruby, s.tag(), s.sub())?)?;
-        }
-        Ok(out)
-    }
-
-    /// `{tenant:, queue:} | {key:}` plus holders, parked, oldest_parked_ms, limit_override,
-    /// default_limit, limit.
-    fn scope_details(
-        ruby: &Ruby,
-        rb_self: &Self,
-        tag: RString,
-        sub: RString,
-    ) -> Result<RHash, Error> {
-        let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let d = without_gvl(|| slots::details(&rb_self.pool, &scope))?.map_err(to_ruby)?;
-        let h = ruby.hash_new();
-        if let Some(target) = slots::limit_target(scope.tag(), scope.sub()) {
-            put_target(ruby, h, target)?;
-        }
-        let holders = ruby.ary_new_capa(d.holders.len());
-        for (jid, expiry) in &d.holders {
-            let row = ruby.ary_new_capa(2);
-            row.push(ruby.str_from_slice(jid))?;
-            row.push(*expiry)?;
-            holders.push(row)?;
-        }
-        h.aset(ruby.to_symbol("holders"), holders)?;
-        h.aset(ruby.to_symbol("parked"), d.parked)?;
-        h.aset(ruby.to_symbol("oldest_parked_ms"), d.oldest_parked_ms)?;
-        h.aset(ruby.to_symbol("limit_override"), d.limit_override)?;
-        h.aset(ruby.to_symbol("default_limit"), d.default_limit)?;
-        h.aset(ruby.to_symbol("limit"), d.effective_limit())?;
-        Ok(h)
-    }
-
-    /// The class's tenant index key.
-    fn index_key(ruby: &Ruby, rb_self: &Self, job_class: RString, queue: RString) -> RString {
-        ruby.str_from_slice(&rb_self.keys.index_key(&bytes(queue), &bytes(job_class)))
-    }
-
-    /// Whether the enqueue script's keys share a Redis Cluster slot with this `enqueues_key`.
-    fn cluster_safe(&self) -> bool {
-        self.keys.cluster_safe()
-    }
-
-    fn set_limit(&self, tag: RString, field: RString, value: Option<u64>) -> Result<u64, Error> {
-        let (tag, field) = (bytes(tag), bytes(field));
-        without_gvl(|| slots::set_limit(&self.pool, &tag, &field, value))?.map_err(to_ruby)
-    }
-
-    fn get_limit(&self, tag: RString, field: RString) -> Result<Option<u64>, Error> {
-        let (tag, field) = (bytes(tag), bytes(field));
-        without_gvl(|| slots::get_limit(&self.pool, &tag, &field))?.map_err(to_ruby)
-    }
-
-    /// `[{tenant:, queue:, limit:} | {key:, limit:}, ...]`
-    fn list_limits(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
-        let limits = without_gvl(|| slots::list_limits(&rb_self.pool))?.map_err(to_ruby)?;
-        let out = ruby.ary_new_capa(limits.len());
-        for (tag, field, value) in limits {
-            let Some(target) = slots::limit_target(&tag, &field) else {
-                continue;
-            };
-            let h = ruby.hash_new();
-            put_target(ruby, h, target)?;
-            h.aset(ruby.to_symbol("limit"), value)?;
-            out.push(h)?;
-        }
-        Ok(out)
-    }
-
-    /// `[[[jid, lease_expiry_ms], ...], parked_count]`
-    fn inspect_scope(
-        ruby: &Ruby,
-        rb_self: &Self,
-        tag: RString,
-        sub: RString,
-    ) -> Result<RArray, Error> {
-        let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let state = without_gvl(|| slots::inspect(&rb_self.pool, &scope))?.map_err(to_ruby)?;
-        let list = ruby.ary_new_capa(state.holders.len());
-        for (jid, expiry) in state.holders {
-            let row = ruby.ary_new_capa(2);
-            row.push(ruby.str_from_slice(&jid))?;
-            row.push(expiry)?;
-            list.push(row)?;
-        }
-        let out = ruby.ary_new_capa(2);
-        out.push(list)?;
-        out.push(state.parked)?;
-        Ok(out)
-    }
-
+    /// The server (no password), or the sentinels and the master last found, for messages.
     fn server(&self) -> String {
-        self.pool.server()
+        self.handle.pool.server()
     }
 
     fn pool_stats(ruby: &Ruby, rb_self: &Self) -> Result<RHash, Error> {
-        let s = rb_self.pool.stats();
+        let s = rb_self.handle.pool.stats();
         let h = ruby.hash_new();
         h.aset(ruby.to_symbol("size"), s.size)?;
         h.aset(ruby.to_symbol("open"), s.open)?;
@@ -472,124 +174,40 @@ impl RbClient {
         Ok(h)
     }
 
+    /// One EVALSHA of a script that does nothing: the floor `bin/bench` compares routing against.
+    fn noop_eval(&self, key: RString) -> Result<(), Error> {
+        let key = bytes(key);
+        without_gvl(|| router::noop(&self.handle.pool, &key))?.map_err(to_ruby)
+    }
+
+    /// Whether the enqueue script's keys share a Redis Cluster slot with this `enqueues_key`.
+    fn cluster_safe(&self) -> bool {
+        self.handle.keys.cluster_safe()
+    }
+
     /// Raises ConfigurationError unless `format` is a usable `enqueues_key`.
     fn check_key_format(format: String) -> Result<bool, Error> {
         KeyFormat::parse(&format)
             .map(|_| true)
-            .map_err(|e| to_ruby(crate::error::Error::Configuration(e.to_string())))
+            .map_err(|e| to_ruby(e.into()))
     }
-
-    fn route_script_sha() -> String {
-        router::script_sha()
-    }
-}
-
-/// `tenant:` and `queue:` (nil for every queue), or `key:`, of a limit's target.
-fn put_target(ruby: &Ruby, h: RHash, target: LimitTarget) -> Result<(), Error> {
-    match target {
-        LimitTarget::Tenant(tenant, queue) => {
-            h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
-            h.aset(
-                ruby.to_symbol("queue"),
-                queue.map(|q| ruby.str_from_slice(&q)),
-            )
-        }
-        LimitTarget::Key(key) => h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key)),
-    }
-}
-
-/// One job's slot request, owned; `request` lends it to the slot scripts.
-struct Slot {
-    scope: Scope,
-    jid: Vec<u8>,
-    lease_ms: u64,
-    default_limit: u64,
-}
-
-impl Slot {
-    fn new(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: u64) -> Self {
-        Slot {
-            scope: Scope::from_parts(bytes(tag), bytes(sub)),
-            jid: bytes(jid),
-            lease_ms,
-            default_limit,
-        }
-    }
-
-    fn request(&self) -> Request<'_> {
-        Request {
-            scope: &self.scope,
-            jid: &self.jid,
-            lease_ms: self.lease_ms,
-            default_limit: self.default_limit,
-        }
-    }
-}
-
-/// A push's keys, owned; `at` lends them to the router.
-struct Push {
-    key: Vec<u8>,
-    index: Vec<u8>,
-    tenant: Vec<u8>,
-}
-
-impl Push {
-    fn at(&self, now: f64) -> Enqueue<'_> {
-        Enqueue {
-            key: &self.key,
-            index: &self.index,
-            tenant: &self.tenant,
-            now,
-        }
-    }
-}
-
-fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
-    let h = ruby.hash_new();
-    h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&r.tenant))?;
-    h.aset(ruby.to_symbol("last_enqueued_at"), r.last_enqueue)?;
-    h.aset(ruby.to_symbol("counts"), r.eval.counts.clone())?;
-    h.aset(ruby.to_symbol("next_rule"), r.eval.next_rule)?;
-    h.aset(ruby.to_symbol("last_rerouted_at"), r.eval.last_reroute)?;
-    Ok(h)
 }
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Client", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbClient::new, 1))?;
     class.define_singleton_method(
-        "route_script_sha",
-        magnus::function!(RbClient::route_script_sha, 0),
-    )?;
-    class.define_singleton_method(
         "check_key_format",
         magnus::function!(RbClient::check_key_format, 1),
     )?;
-    class.define_singleton_method("decode_times", magnus::function!(RbClient::decode_times, 1))?;
-    class.define_singleton_method("tenant_scope", magnus::function!(RbClient::tenant_scope, 2))?;
-    class.define_singleton_method("key_scope", magnus::function!(RbClient::key_scope, 1))?;
-    class.define_singleton_method("limit_target", magnus::function!(RbClient::limit_target, 3))?;
-    class.define_method("route_args", magnus::method!(RbClient::route_args, 5))?;
-    class.define_method("acquire", magnus::method!(RbClient::acquire, 7))?;
-    class.define_method("release", magnus::method!(RbClient::release, 5))?;
-    class.define_method("renew", magnus::method!(RbClient::renew, 1))?;
-    class.define_method("sweep", magnus::method!(RbClient::sweep, 1))?;
-    class.define_method("sweep_details", magnus::method!(RbClient::sweep_details, 1))?;
-    class.define_method("tenant_stats", magnus::method!(RbClient::tenant_stats, 7))?;
-    class.define_method("tenant_stat", magnus::method!(RbClient::tenant_stat, 5))?;
-    class.define_method("scopes", magnus::method!(RbClient::scopes, 1))?;
-    class.define_method("scope_details", magnus::method!(RbClient::scope_details, 2))?;
-    class.define_method("index_key", magnus::method!(RbClient::index_key, 2))?;
-    class.define_method("cluster_safe?", magnus::method!(RbClient::cluster_safe, 0))?;
-    class.define_method("set_limit", magnus::method!(RbClient::set_limit, 3))?;
-    class.define_method("get_limit", magnus::method!(RbClient::get_limit, 2))?;
-    class.define_method("list_limits", magnus::method!(RbClient::list_limits, 0))?;
-    class.define_method("inspect_scope", magnus::method!(RbClient::inspect_scope, 2))?;
-    class.define_method("key_for", magnus::method!(RbClient::key_for, 3))?;
-    class.define_method("route", magnus::method!(RbClient::route, 5))?;
-    class.define_method("noop_eval", magnus::method!(RbClient::noop_eval, 1))?;
+    class.define_method("router", magnus::method!(RbClient::router, 0))?;
+    class.define_method("slots", magnus::method!(RbClient::slots, 0))?;
+    class.define_method("stats", magnus::method!(RbClient::stats, 0))?;
+    class.define_method("limits", magnus::method!(RbClient::limits, 0))?;
     class.define_method("ping", magnus::method!(RbClient::ping, 0))?;
     class.define_method("server", magnus::method!(RbClient::server, 0))?;
     class.define_method("pool_stats", magnus::method!(RbClient::pool_stats, 0))?;
+    class.define_method("noop_eval", magnus::method!(RbClient::noop_eval, 1))?;
+    class.define_method("cluster_safe?", magnus::method!(RbClient::cluster_safe, 0))?;
     Ok(())
 }

@@ -43,6 +43,13 @@ impl fmt::Display for KeyFormatError {
 
 impl std::error::Error for KeyFormatError {}
 
+/// An unusable `enqueues_key` is a configuration error (`Sidekiq::FairTenant::ConfigurationError`).
+impl From<KeyFormatError> for crate::error::Error {
+    fn from(e: KeyFormatError) -> Self {
+        crate::error::Error::Configuration(e.0)
+    }
+}
+
 pub const DEFAULT_ENQUEUES_KEY: &str =
     "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s";
 
@@ -222,6 +229,12 @@ mod tests {
             b"sidekiq-fair_tenant:enqueued:BillingJob:tenant:acme".to_vec()
         );
         assert!(!f.uses(Field::Queue));
+    }
+
+    #[test]
+    fn a_bad_format_is_a_configuration_error() {
+        let e = crate::error::Error::from(KeyFormat::parse("%<nope>s").unwrap_err());
+        assert!(matches!(e, crate::error::Error::Configuration(m) if m.contains("nope")));
     }
 
     #[test]

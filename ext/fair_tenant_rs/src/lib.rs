@@ -1,17 +1,25 @@
 //! Rust core of the `sidekiq-fair_tenant-rs` gem.
 //!
-//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`], [`concurrency`], [`fair`],
-//! [`ideal`], [`connect`], [`keys`], [`outage`], [`pool`], [`queues`], [`router`], [`sentinel`],
-//! [`server`], [`slots`], [`stats`], [`tls`], [`error`], [`build_info`].
-//! Binding layer, one file per Ruby class: `client` (`Native::Client`), `rule_set` (`Native::RuleSet`),
-//! `concurrency_rule` (`Native::Concurrency`), `fair_binding` (`Native::Fair`), `queue_plan` (`Native::QueuePlan`); `Native` itself
-//! (`build_info`) below; shared glue in `helpers`.
+//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`] (the re-routing rule:
+//! which queue a tenant's next job goes to), [`router`] (one script call per push, with
+//! `lua/route.lua`), [`fair`] (fair queues: the serving rule and its scripts), [`ideal`] (the simulated SFQ schedule `bin/demo` measures against), [`concurrency`],
+//! [`slots`], [`stats`], [`queues`], [`keys`], [`handle`] (the pool and key format the
+//! bindings share), [`pool`], [`connect`] (opening one connection), [`outage`], [`server`],
+//! [`sentinel`], [`tls`], [`error`], [`build_info`].
+//!
+//! Binding layer, one file per Ruby class under `Sidekiq::FairTenant::Native`, converting and
+//! nothing else: `client` (`Client`: the connection, and `client.router`/`slots`/`stats`/`limits`),
+//! `router_binding` (`Router`), `slots_binding` (`Slots`), `stats_binding` (`Stats`),
+//! `limits_binding` (`Limits`), `fair_binding` (`Fair`), `rule_set` (`RuleSet`),
+//! `concurrency_rule` (`Concurrency`), `queue_plan` (`QueuePlan`); `Native` itself (`build_info`)
+//! below; shared glue (conversions, errors, GVL release, memoized objects) in `helpers`.
 
 pub mod build_info;
 pub mod concurrency;
 pub mod connect;
 pub mod error;
 pub mod fair;
+pub mod handle;
 pub mod ideal;
 pub mod keys;
 pub mod outage;
@@ -29,8 +37,12 @@ mod client;
 mod concurrency_rule;
 mod fair_binding;
 mod helpers;
+mod limits_binding;
 mod queue_plan;
+mod router_binding;
 mod rule_set;
+mod slots_binding;
+mod stats_binding;
 
 use magnus::{prelude::*, Error, RHash, Ruby};
 
@@ -43,6 +55,10 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     rule_set::init(ruby, native)?;
     concurrency_rule::init(ruby, native)?;
     client::init(ruby, native)?;
+    router_binding::init(ruby, native)?;
+    slots_binding::init(ruby, native)?;
+    stats_binding::init(ruby, native)?;
+    limits_binding::init(ruby, native)?;
     fair_binding::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
     Ok(())

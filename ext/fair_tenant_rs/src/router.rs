@@ -5,6 +5,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use crate::error::Result;
+use crate::keys::KeyFormat;
 use crate::pool::Pool;
 use crate::rules::RuleSet;
 
@@ -22,6 +23,34 @@ pub struct Enqueue<'a> {
     pub tenant: &'a [u8],
     /// Seconds since the epoch, from the caller's clock.
     pub now: f64,
+}
+
+/// One push's keys, owned (the tenant's key and the class's tenant index); [`Push::at`] lends
+/// them out as an [`Enqueue`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Push {
+    pub key: Vec<u8>,
+    pub index: Vec<u8>,
+    pub tenant: Vec<u8>,
+}
+
+impl Push {
+    pub fn new(keys: &KeyFormat, queue: &[u8], job_class: &[u8], tenant: &[u8]) -> Push {
+        Push {
+            key: keys.render(queue, job_class, tenant),
+            index: keys.index_key(queue, job_class),
+            tenant: tenant.to_vec(),
+        }
+    }
+
+    pub fn at(&self, now: f64) -> Enqueue<'_> {
+        Enqueue {
+            key: &self.key,
+            index: &self.index,
+            tenant: &self.tenant,
+            now,
+        }
+    }
 }
 
 /// Registers one enqueue and returns the index of the rule that fires, if any.
@@ -139,6 +168,22 @@ mod tests {
             vec![101.0, 3600.0, 1.0, 100.0, now - 3600.0, 20.0, now - 0.25]
         );
         assert_eq!(index_every(60.0), 0.6);
+    }
+
+    #[test]
+    fn a_push_names_the_tenants_key_and_the_class_index() {
+        let keys = KeyFormat::parse(crate::keys::DEFAULT_ENQUEUES_KEY).unwrap();
+        let push = Push::new(&keys, b"default", b"BillingJob", b"acme");
+        assert_eq!(
+            push.key,
+            b"sidekiq-fair_tenant:enqueued:BillingJob:tenant:acme".to_vec()
+        );
+        assert_eq!(push.index, keys.index_key(b"default", b"BillingJob"));
+        let job = push.at(1.5);
+        assert_eq!(
+            (job.key, job.index, job.tenant, job.now),
+            (&push.key[..], &push.index[..], &b"acme"[..], 1.5)
+        );
     }
 
     #[test]

@@ -53,6 +53,18 @@ impl Default for ServerSettings {
     }
 }
 
+/// The server as Ruby hands it over when no URL was configured: fields derived from Sidekiq's
+/// settings, each possibly missing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerFields {
+    pub path: Option<String>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub db: Option<i64>,
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
 impl ServerSettings {
     /// A URL as users write it: `redis://`, `rediss://`, `unix://` (db, user and password as
     /// `?db=&user=&pass=`); percent-encoded user and password.
@@ -105,6 +117,30 @@ impl ServerSettings {
             db: redis.db(),
             username: redis.username().map(str::to_string),
             password: redis.password().map(str::to_string),
+        }
+        .normalized())
+    }
+
+    /// The server to use: a URL the user configured wins and is parsed here, once; otherwise the
+    /// fields, a unix socket `path` before `host`/`port`, with Redis's defaults for what is missing.
+    /// TLS is off here: `ssl: true` ([`crate::tls::TlsOptions::force`]) turns it on.
+    pub fn resolve(url: Option<&str>, fields: ServerFields) -> Result<ServerSettings> {
+        if let Some(url) = url {
+            return ServerSettings::from_url(url);
+        }
+        let address = match fields.path {
+            Some(path) => Address::Unix { path },
+            None => Address::Tcp {
+                host: fields.host.unwrap_or_else(|| DEFAULT_HOST.into()),
+                port: fields.port.unwrap_or(DEFAULT_PORT),
+            },
+        };
+        Ok(ServerSettings {
+            address,
+            tls: false,
+            db: fields.db.unwrap_or(0),
+            username: fields.username,
+            password: fields.password,
         }
         .normalized())
     }
@@ -321,6 +357,53 @@ mod tests {
             .unwrap()
             .describe()
             .contains("hunter2"));
+    }
+
+    #[test]
+    fn a_configured_url_wins_over_fields_and_missing_fields_take_redis_defaults() {
+        let fields = ServerFields {
+            host: Some("ignored".into()),
+            db: Some(5),
+            ..ServerFields::default()
+        };
+        let s = ServerSettings::resolve(Some("redis://cache:6380/2"), fields).unwrap();
+        assert_eq!((s.address, s.db), (tcp("cache", 6380), 2));
+        assert!(ServerSettings::resolve(Some("nonsense://x"), ServerFields::default()).is_err());
+
+        let s = ServerSettings::resolve(None, ServerFields::default()).unwrap();
+        assert_eq!(s, ServerSettings::default());
+
+        let s = ServerSettings::resolve(
+            None,
+            ServerFields {
+                host: Some("::1".into()),
+                port: Some(6390),
+                db: Some(3),
+                username: Some("default".into()),
+                password: Some(String::new()),
+                ..ServerFields::default()
+            },
+        )
+        .unwrap();
+        assert_eq!((s.address, s.db, s.tls), (tcp("::1", 6390), 3, false));
+        assert_eq!((s.username, s.password), (None, None)); // normalized
+
+        let s = ServerSettings::resolve(
+            None,
+            ServerFields {
+                path: Some("/run/redis.sock".into()),
+                host: Some("ignored".into()),
+                port: Some(1),
+                ..ServerFields::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            s.address,
+            Address::Unix {
+                path: "/run/redis.sock".into()
+            }
+        );
     }
 
     #[test]

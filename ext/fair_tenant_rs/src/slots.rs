@@ -48,6 +48,17 @@ pub enum Acquired {
     Parked,
 }
 
+impl Acquired {
+    /// The name Ruby sees (a Symbol): `acquired`, `held` or `parked`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acquired::Acquired => "acquired",
+            Acquired::Held => "held",
+            Acquired::Parked => "parked",
+        }
+    }
+}
+
 /// The field of a tag's limits hash that applies to all its scopes.
 pub const ALL: &[u8] = b"*";
 
@@ -163,6 +174,27 @@ pub struct Request<'a> {
     pub default_limit: u64,
 }
 
+/// A [`Request`] that owns its parts (built from copies of Ruby strings); [`Slot::request`] lends
+/// it to the scripts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub scope: Scope,
+    pub jid: Vec<u8>,
+    pub lease_ms: u64,
+    pub default_limit: u64,
+}
+
+impl Slot {
+    pub fn request(&self) -> Request<'_> {
+        Request {
+            scope: &self.scope,
+            jid: &self.jid,
+            lease_ms: self.lease_ms,
+            default_limit: self.default_limit,
+        }
+    }
+}
+
 pub fn acquire(
     pool: &Pool,
     req: &Request<'_>,
@@ -268,11 +300,11 @@ pub fn get_limit(pool: &Pool, tag: &[u8], field: &[u8]) -> Result<Option<u64>> {
     pool.with(|c| redis::cmd("HGET").arg(limits_key(tag)).arg(field).query(c))
 }
 
-/// One runtime limit: `(tag, field, limit)`.
+/// One runtime limit as stored: `(tag, field, limit)`.
 pub type LimitEntry = (Vec<u8>, Vec<u8>, u64);
 
-/// Every runtime limit.
-pub fn list_limits(pool: &Pool) -> Result<Vec<LimitEntry>> {
+/// Every runtime limit, with what it applies to.
+pub fn list_limits(pool: &Pool) -> Result<Vec<(LimitTarget, u64)>> {
     let tags: Vec<Vec<u8>> =
         pool.with(|c| redis::cmd("SMEMBERS").arg(limits_index_key()).query(c))?;
     let mut out = Vec::new();
@@ -281,8 +313,35 @@ pub fn list_limits(pool: &Pool) -> Result<Vec<LimitEntry>> {
             pool.with(|c| redis::cmd("HGETALL").arg(limits_key(&tag)).query(c))?;
         out.extend(fields.into_iter().map(|(f, v)| (tag.clone(), f, v)));
     }
-    out.sort();
-    Ok(out)
+    Ok(limit_targets(out))
+}
+
+/// Stored limits in (tag, field) order, as targets; an entry this gem could not have written is
+/// left out.
+pub fn limit_targets(mut entries: Vec<LimitEntry>) -> Vec<(LimitTarget, u64)> {
+    entries.sort();
+    entries
+        .into_iter()
+        .filter_map(|(tag, field, limit)| Some((limit_target(&tag, &field)?, limit)))
+        .collect()
+}
+
+/// The `(tag, field)` of the limits entry for a tenant (on every queue, or on `queue`) or for a
+/// custom concurrency key; `None` unless exactly one of `tenant` and `key` is given, and `queue`
+/// only with `tenant`.
+pub fn limit_entry(
+    tenant: Option<&[u8]>,
+    queue: Option<&[u8]>,
+    key: Option<&[u8]>,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    match (tenant, queue, key) {
+        (Some(tenant), queue, None) => Some((
+            tenant_tag(tenant),
+            queue.map_or_else(|| ALL.to_vec(), queue_field),
+        )),
+        (None, None, Some(key)) => Some((key_tag(key), ALL.to_vec())),
+        _ => None,
+    }
 }
 
 /// What a limits entry applies to.
@@ -499,6 +558,64 @@ mod tests {
             Some(LimitTarget::Key(b"c-1".to_vec()))
         );
         assert_eq!(limit_target(b"junk", ALL), None);
+    }
+
+    #[test]
+    fn limit_entries_name_a_tenant_a_tenants_queue_or_a_key() {
+        assert_eq!(
+            limit_entry(Some(b"acme"), None, None),
+            Some((tenant_tag(b"acme"), ALL.to_vec()))
+        );
+        assert_eq!(
+            limit_entry(Some(b"acme"), Some(b"default"), None),
+            Some((tenant_tag(b"acme"), queue_field(b"default")))
+        );
+        assert_eq!(
+            limit_entry(None, None, Some(b"c-1")),
+            Some((key_tag(b"c-1"), ALL.to_vec()))
+        );
+        assert_eq!(limit_entry(Some(b"acme"), None, Some(b"c-1")), None);
+        assert_eq!(limit_entry(None, Some(b"default"), Some(b"c-1")), None);
+        assert_eq!(limit_entry(None, Some(b"default"), None), None);
+        assert_eq!(limit_entry(None, None, None), None);
+    }
+
+    #[test]
+    fn stored_limits_list_sorted_as_targets_without_foreign_entries() {
+        let entries = vec![
+            (key_tag(b"c-1"), ALL.to_vec(), 2),
+            (b"junk".to_vec(), ALL.to_vec(), 9),
+            (tenant_tag(b"acme"), queue_field(b"default"), 5),
+            (tenant_tag(b"acme"), ALL.to_vec(), 3),
+        ];
+        assert_eq!(
+            limit_targets(entries),
+            vec![
+                (LimitTarget::Key(b"c-1".to_vec()), 2),
+                (LimitTarget::Tenant(b"acme".to_vec(), None), 3),
+                (
+                    LimitTarget::Tenant(b"acme".to_vec(), Some(b"default".to_vec())),
+                    5
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn acquire_outcomes_have_ruby_names_and_slots_lend_requests() {
+        let names = [Acquired::Acquired, Acquired::Held, Acquired::Parked].map(Acquired::name);
+        assert_eq!(names, ["acquired", "held", "parked"]);
+        let slot = Slot {
+            scope: Scope::tenant_queue(b"acme", b"default"),
+            jid: b"j1".to_vec(),
+            lease_ms: 60_000,
+            default_limit: 2,
+        };
+        let req = slot.request();
+        assert_eq!(
+            (req.scope, req.jid, req.lease_ms, req.default_limit),
+            (&slot.scope, &b"j1"[..], 60_000, 2)
+        );
     }
 
     #[test]

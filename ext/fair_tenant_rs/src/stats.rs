@@ -72,6 +72,17 @@ pub enum Order {
     Greedy,
 }
 
+impl Order {
+    /// `recent` or `greedy`.
+    pub fn named(name: &str) -> Option<Order> {
+        match name {
+            "recent" => Some(Order::Recent),
+            "greedy" => Some(Order::Greedy),
+            _ => None,
+        }
+    }
+}
+
 /// Which class's tenants to read.
 pub struct Query<'a> {
     pub keys: &'a KeyFormat,
@@ -195,6 +206,13 @@ mod tests {
         // And the second within 1 s: the last rule that fires wins.
         let e = evaluate(&rules(), &[950.0, 999.5], 1000.0);
         assert_eq!((e.counts, e.next_rule), (vec![2, 1], Some(1)));
+    }
+
+    #[test]
+    fn orders_by_name() {
+        assert_eq!(Order::named("recent"), Some(Order::Recent));
+        assert_eq!(Order::named("greedy"), Some(Order::Greedy));
+        assert_eq!(Order::named("Greedy"), None);
     }
 
     #[test]

@@ -39,7 +39,7 @@ module Sidekiq
         return warn_no_tenant(class_name) unless tenant
 
         job["fair_tenant"] = json_safe(tenant)
-        index = FairTenant.native.route(rules, class_name, queue, tenant, Time.now.to_f)
+        index = FairTenant.native.router.route(rules, class_name, queue, tenant, Time.now.to_f)
         job[COUNTED] = true
         reroute(class_name, job, rules, index, queue) if index
       rescue StandardError => e

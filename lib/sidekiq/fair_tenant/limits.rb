@@ -23,26 +23,27 @@ module Sidekiq
       # Returns how many parked jobs were released by the change.
       def set(limit, tenant: nil, queue: nil, key: nil)
         tag, field = target(tenant, queue, key)
-        handed(tag, field, client.set_limit(tag, field, validate(limit)))
+        handed(tag, field, native.set_limit(tag, field, validate(limit)))
       end
 
       def get(tenant: nil, queue: nil, key: nil)
-        client.get_limit(*target(tenant, queue, key))
+        native.get_limit(*target(tenant, queue, key))
       end
 
       def delete(tenant: nil, queue: nil, key: nil)
         tag, field = target(tenant, queue, key)
-        handed(tag, field, client.set_limit(tag, field, nil))
+        handed(tag, field, native.set_limit(tag, field, nil))
       end
 
       def list
-        client.list_limits
+        native.list_limits
       end
 
       private
 
-      def client
-        @client_source.native
+      # Native::Limits of the current connection (rebuilt after a fork or a settings change).
+      def native
+        @client_source.native.limits
       end
 
       def target(tenant, queue, key)
@@ -52,7 +53,7 @@ module Sidekiq
         end
         raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
 
-        Native::Client.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
+        Native::Limits.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
       end
 
       def handed(tag, field, count)

@@ -58,11 +58,11 @@ module Sidekiq
         klass = JobInfo.job_class(worker.class, job)
         if options.key_method
           key = klass.public_send(options.key_method, *JobInfo.arguments(klass, job))
-          return Native::Client.key_scope(key.to_s) unless JobInfo.blank?(key)
+          return Native::Slots.key_scope(key.to_s) unless JobInfo.blank?(key)
         else
           tenant = JobInfo.tenant(klass, job)
           queue = job["fair_tenant_rerouted_from"] || job["queue"]
-          return Native::Client.tenant_scope(tenant, queue.to_s) if tenant
+          return Native::Slots.tenant_scope(tenant, queue.to_s) if tenant
         end
         FairTenant.warn(:no_scope, class_name) do
           "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited"
@@ -74,8 +74,8 @@ module Sidekiq
       # the script took the slot: it is given back (release is idempotent) and the exception goes on.
       def acquire(slot, job)
         payload = Sidekiq.dump_json(job)
-        FairTenant.native.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
-                                  job["enqueued_at"].to_f)
+        FairTenant.native.slots.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
+                                        job["enqueued_at"].to_f)
       rescue Error => e
         FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
         :failed
@@ -91,7 +91,7 @@ module Sidekiq
       end
 
       def release(slot)
-        handed = FairTenant.native.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+        handed = FairTenant.native.slots.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
         Instrumentation.instrument(:hand_over, scope: [slot.tag, slot.sub], count: handed) if handed.positive?
       rescue StandardError => e
         FairTenant.warn(:release, e.class) do

@@ -33,7 +33,7 @@ module Sidekiq
           raise ArgumentError, "offset must be >= 0 and limit 1..#{MAX_PAGE}, got #{offset}, #{limit}"
         end
 
-        total, rows = client.tenant_stats(rules, klass.name, queue, now, order.to_sym, offset, limit)
+        total, rows = native.tenant_stats(rules, klass.name, queue, now, order.to_sym, offset, limit)
         Page.new(total: total, tenants: rows.map { |row| present(klass, rules, queue, row, now) },
                  offset: offset, limit: limit)
       end
@@ -45,18 +45,18 @@ module Sidekiq
 
       def tenant(job_class, tenant, now: Time.now.to_f)
         klass, rules, queue = resolve(job_class)
-        present(klass, rules, queue, client.tenant_stat(rules, klass.name, queue, tenant.to_s, now), now)
+        present(klass, rules, queue, native.tenant_stat(rules, klass.name, queue, tenant.to_s, now), now)
       end
 
       # Concurrency scopes with running or parked jobs (at most `max`), each with its holders
       # (jid, lease expiry; expired leases are listed but not counted as running), parked count,
       # oldest parked job's age and effective limit.
       def concurrency(max: 200, now: Time.now.to_f)
-        client.scopes(max).map { |tag, sub| scope(tag, sub, now) }
+        native.scopes(max).map { |tag, sub| scope(tag, sub, now) }
       end
 
       def scope(tag, sub, now = Time.now.to_f)
-        details = client.scope_details(tag, sub)
+        details = native.scope_details(tag, sub)
         oldest = details.delete(:oldest_parked_ms)
         # A lease past its expiry is a worker that died (or a clock ahead of Redis's): it is dropped
         # when the scope next needs the slot, and not counted as running meanwhile.
@@ -67,8 +67,9 @@ module Sidekiq
 
       private
 
-      def client
-        @client_source.native
+      # Native::Stats of the current connection (rebuilt after a fork or a settings change).
+      def native
+        @client_source.native.stats
       end
 
       def resolve(job_class)
@@ -99,7 +100,7 @@ module Sidekiq
         options = JobClasses.concurrency(klass)
         return nil if options.nil? || options.key_method
 
-        tag, sub = Native::Client.tenant_scope(tenant, queue)
+        tag, sub = Native::Slots.tenant_scope(tenant, queue)
         scope(tag, sub, now).tap { |s| s[:limit] ||= options.limit }
       end
     end

@@ -1,3 +1,5 @@
+pub mod convert;
 pub mod errors;
 pub mod gvl;
+pub mod memo;
 pub mod values;

@@ -1,0 +1,50 @@
+//! Conversions every binding file uses: Ruby strings to bytes, seconds to a `Duration`, byte pairs
+//! and limit targets back to Ruby.
+
+use std::time::Duration;
+
+use magnus::{Error, RArray, RHash, RString, Ruby};
+
+use super::errors::argument_error;
+use crate::slots::LimitTarget;
+
+/// Copies a Ruby string's bytes (binary safe: invalid UTF-8 stays as it is).
+pub fn bytes(s: RString) -> Vec<u8> {
+    // SAFETY: copied at once, with the GVL held.
+    unsafe { s.as_slice() }.to_vec()
+}
+
+/// A positive number of seconds; `ArgumentError` naming the setting otherwise.
+pub fn seconds(ruby: &Ruby, name: &str, s: f64) -> Result<Duration, Error> {
+    Duration::try_from_secs_f64(s)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            argument_error(
+                ruby,
+                format!("{name} must be a positive number of seconds, got {s}"),
+            )
+        })
+}
+
+/// `[a, b]` as two new (binary) strings: a scope's `[tag, sub]`, a limit's `[tag, field]`.
+pub fn pair(ruby: &Ruby, a: &[u8], b: &[u8]) -> Result<RArray, Error> {
+    let out = ruby.ary_new_capa(2);
+    out.push(ruby.str_from_slice(a))?;
+    out.push(ruby.str_from_slice(b))?;
+    Ok(out)
+}
+
+/// Adds `tenant:` and `queue:` (nil for every queue), or `key:`, of a limit's target to `h`.
+pub fn put_target(ruby: &Ruby, h: RHash, target: LimitTarget) -> Result<(), Error> {
+    match target {
+        LimitTarget::Tenant(tenant, queue) => {
+            h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&tenant))?;
+            h.aset(
+                ruby.to_symbol("queue"),
+                queue.map(|q| ruby.str_from_slice(&q)),
+            )
+        }
+        LimitTarget::Key(key) => h.aset(ruby.to_symbol("key"), ruby.str_from_slice(&key)),
+    }
+}
