@@ -69,6 +69,7 @@ namespace :package do
   desc "Build the source gem, install it (compiling) into tmp/, check its size, require it and enqueue a job; " \
        "then the same with the platform gem (rake native gem), which must install without compiling"
   task :smoke do
+    rm_rf "pkg" # a pkg/ left by an older file list makes the gem tasks copy from stale directories
     spec, gem_file = PackageSmoke.build
     PackageSmoke.install(gem_file)
     PackageSmoke.check_installed(spec)
