@@ -74,6 +74,16 @@ RSpec.describe "Fair fetch" do
       expect(stored).to eq([jids[0], jids[2]])
     end
 
+    it "splits a bulk push that mixes queues (Sidekiq 8 groups them): fair jobs in fair order, others as usual" do
+      payloads = [%w[fair a], %w[plain b], %w[fair c]].map do |queue, tenant|
+        { "class" => "FairJob", "queue" => queue, "args" => [tenant, 0], "jid" => tenant, "fair_tenant" => tenant }
+      end
+      Sidekiq::Client.new.send(:raw_push, payloads)
+
+      expect(backlog).to eq(2)
+      expect(queue_size("plain")).to eq(1)
+    end
+
     it "leaves scheduled jobs and jobs of other queues to Sidekiq" do
       FairJob.perform_in(60, "acme", 1)
       PlainQueueJob.perform_async(1)

@@ -10,10 +10,19 @@ module Sidekiq
       private
 
       def raw_push(payloads)
-        first = payloads.first
-        return super if first.nil? || first.key?("at") || !FairQueues.fair?(first["queue"]) || FairQueues.testing?
+        return super unless fair_candidate?(payloads.first)
 
-        fair_push(first["queue"], payloads)
+        # Sidekiq 8 groups a bulk push by queue: jobs of other queues keep Sidekiq's path.
+        fair, plain = payloads.partition { |payload| FairQueues.fair?(payload["queue"]) }
+        return super if fair.empty?
+
+        super(plain) unless plain.empty?
+        fair.group_by { |payload| payload["queue"] }.each { |queue, group| fair_push(queue, group) }
+        true
+      end
+
+      def fair_candidate?(first)
+        FairQueues.any? && first && !first.key?("at") && !FairQueues.testing?
       end
 
       def fair_push(queue, payloads)
