@@ -143,3 +143,29 @@ Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
 puts
 puts format("  real sidekiq -c 10 draining %d no-op jobs: BasicFetch %.0f jobs/s, FairFetch %.0f jobs/s (%.2fx)",
             PERFORMS, basic_rate, fair_rate, fair_rate / basic_rate)
+
+# A job pushed to an idle server (every thread blocked for a while): how long until it starts.
+idle_start = lambda do |fair|
+  redis.flushdb
+  env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
+  sidekiq = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 10, env: env,
+                               app: File.expand_path("perform_app.rb", __dir__)).start
+  sleep 0.05 until redis.scard("processes").positive?
+  Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
+  latencies = Array.new(5) do
+    sleep 2.5 # every thread blocked in BRPOP, past a timeout
+    redis.del("bench:started")
+    pushed = Process.clock_gettime(Process::CLOCK_REALTIME)
+    BenchStampJob.set(fair_tenant: "idle").perform_async
+    sleep 0.001 until (started = redis.get("bench:started"))
+    started.to_f - pushed
+  end
+  sidekiq.stop
+  latencies.sort
+end
+basic_idle = idle_start.call(false)
+fair_idle = idle_start.call(true)
+Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+puts format("  a job pushed to an idle sidekiq -c 10 starts after (5 pushes, median / max): " \
+            "BasicFetch %.1f / %.1f ms, FairFetch %.1f / %.1f ms", basic_idle[2] * 1000, basic_idle[4] * 1000, fair_idle[2] * 1000,
+            fair_idle[4] * 1000)

@@ -22,3 +22,13 @@ end
 class BenchNoopSlotJob < BenchNoopJob
   sidekiq_options fair_tenant_concurrency: { limit: 1_000, lease: 60 }
 end
+
+# Records when it started (bin/bench's idle-server start latency).
+class BenchStampJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "default", retry: false
+
+  def perform(*)
+    Sidekiq.redis { |conn| conn.call("SET", "bench:started", Process.clock_gettime(Process::CLOCK_REALTIME).to_s) }
+  end
+end
