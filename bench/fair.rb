@@ -167,5 +167,5 @@ basic_idle = idle_start.call(false)
 fair_idle = idle_start.call(true)
 Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
 puts format("  a job pushed to an idle sidekiq -c 10 starts after (5 pushes, median / max): " \
-            "BasicFetch %.1f / %.1f ms, FairFetch %.1f / %.1f ms", basic_idle[2] * 1000, basic_idle[4] * 1000, fair_idle[2] * 1000,
-            fair_idle[4] * 1000)
+            "BasicFetch %.1f / %.1f ms, FairFetch %.1f / %.1f ms",
+            basic_idle[2] * 1000, basic_idle[4] * 1000, fair_idle[2] * 1000, fair_idle[4] * 1000)
