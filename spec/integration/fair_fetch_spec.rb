@@ -500,6 +500,15 @@ RSpec.describe "Fair fetch" do
   end
 
   describe "installing" do
+    it "refuses to start a server that has another fetch strategy, naming it" do
+      server = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 1, queues: %w[fair],
+                                  app: File.expand_path("../support/fair_app.rb", __dir__),
+                                  env: { "FAIR_APP_OTHER_FETCH" => "1" }).start
+      servers << server
+      wait_for("the server to exit") { !server.alive? }
+      expect(File.read(server.log)).to include("fair_queues needs Sidekiq::FairTenant::FairFetch", "OtherFetch")
+    end
+
     it "refuses to replace another fetch strategy" do
       config = { fetch_class: Class.new }
       config.define_singleton_method(:respond_to?) { |name, *| name != :options && super(name) }

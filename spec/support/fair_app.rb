@@ -12,6 +12,16 @@ Sidekiq.configure_server do |config|
   config.logger.level = Logger::WARN
   # The scheduled and retry pollers look every ~0.5 s instead of ~5 s.
   (config.respond_to?(:options) ? config.options : config)[:average_scheduled_poll_interval] = 0.5
+  # FAIR_APP_OTHER_FETCH=1: another fetch strategy is configured (as Sidekiq Pro's super_fetch would be).
+  if ENV["FAIR_APP_OTHER_FETCH"]
+    other = Class.new(Sidekiq::BasicFetch)
+    Object.const_set(:OtherFetch, other)
+    if config.respond_to?(:options)
+      config.options[:fetch] = other.new(config.options)
+    else
+      config[:fetch_class] = other
+    end
+  end
   # FAIR_APP_PLAIN=1: no fair queues, so the process runs Sidekiq's own BasicFetch.
   Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : %w[fair] }
 end
