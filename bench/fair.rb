@@ -45,7 +45,18 @@ module FairBench
     sent.tally.transform_values { |n| n.to_f / pushes }
   end
 
-  def redis = Redis.new(url: ENV.fetch("REDIS_URL"))
+  def redis = @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
+
+  # A real `sidekiq -c 10` on an empty Redis, booted, with "default" fair (in it and here) or not.
+  def start_sidekiq(fair)
+    redis.flushdb
+    env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
+    sidekiq = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 10, env: env,
+                                 app: File.expand_path("perform_app.rb", __dir__)).start
+    sleep 0.05 until redis.scard("processes").positive?
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
+    sidekiq
+  end
 
   # Fills queue `name` with `jobs` tiny jobs over `tenants` tenants, 1,000 per script call.
   def fill(name, tenants, jobs)
@@ -120,12 +131,7 @@ redis.flushdb
 
 # Real `sidekiq -c 10` draining PERFORMS no-op jobs: BasicFetch, then FairFetch (50 tenants).
 fair_drain = lambda do |fair|
-  redis.flushdb
-  env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
-  sidekiq = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 10, env: env,
-                               app: File.expand_path("perform_app.rb", __dir__)).start
-  sleep 0.05 until redis.scard("processes").positive?
-  Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
+  sidekiq = FairBench.start_sidekiq(fair)
   started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
   PERFORMS.times.each_slice(1000) do |slice|
     Sidekiq::Client.push_bulk("class" => BenchNoopJob, "args" => slice.map { |i| [i] },
@@ -146,12 +152,7 @@ puts format("  real sidekiq -c 10 draining %d no-op jobs: BasicFetch %.0f jobs/s
 
 # A job pushed to an idle server (every thread blocked for a while): how long until it starts.
 idle_start = lambda do |fair|
-  redis.flushdb
-  env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
-  sidekiq = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 10, env: env,
-                               app: File.expand_path("perform_app.rb", __dir__)).start
-  sleep 0.05 until redis.scard("processes").positive?
-  Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
+  sidekiq = FairBench.start_sidekiq(fair)
   latencies = Array.new(5) do
     sleep 2.5 # every thread blocked in BRPOP, past a timeout
     redis.del("bench:started")

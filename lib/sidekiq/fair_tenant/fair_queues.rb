@@ -42,8 +42,11 @@ module Sidekiq
         !names.empty?
       end
 
+      BASES = Hash.new { |bases, queue| bases[queue] = Native::Fair.base(queue).freeze }
+
+      # A queue's key prefix; kept per queue name (asked on every push and every fetch).
       def base(queue)
-        Native::Fair.base(queue.to_s)
+        BASES[queue.to_s]
       end
 
       # Runs a fair-queue script on one of Sidekiq's connections (redis-rb 4.8 or redis-client): EVALSHA,
