@@ -1,4 +1,4 @@
-//! `fair_tenant_concurrency` options: `{ limit: 1, lease: 60, key: :method_name }`.
+//! `fair_tenant_concurrency` options: `{ limit: 1, lease: 60, key: :method_name, elastic: false }`.
 
 use crate::rules::{RawValue, RuleError};
 
@@ -14,6 +14,9 @@ pub struct Concurrency {
     pub lease: f64,
     /// Class method computing the scope key from the perform arguments, if any.
     pub key_method: Option<String>,
+    /// On a fair queue: the limit is what the scope is guaranteed, and threads no job under its limit can
+    /// use go past it (work-conserving). Off: the limit is a wall.
+    pub elastic: bool,
 }
 
 /// The option hash as the binding read it.
@@ -22,6 +25,7 @@ pub struct RawConcurrency {
     pub limit: RawValue,
     pub lease: RawValue,
     pub key: RawValue,
+    pub elastic: RawValue,
     pub unknown_keys: Vec<String>,
     pub inspect: String,
 }
@@ -36,7 +40,7 @@ impl Concurrency {
         };
         if let Some(k) = raw.unknown_keys.first() {
             return Err(fail(format!(
-                "unknown key {k:?} (allowed: limit, lease, key)"
+                "unknown key {k:?} (allowed: limit, lease, key, elastic)"
             )));
         }
         let limit = match number(&raw.limit) {
@@ -64,10 +68,16 @@ impl Concurrency {
                 ))
             }
         };
+        let elastic = match &raw.elastic {
+            RawValue::Missing | RawValue::Nil => false,
+            RawValue::Other(v) | RawValue::Str(v) if v == "true" || v == "false" => v == "true",
+            _ => return Err(fail("elastic must be true or false".into())),
+        };
         Ok(Concurrency {
             limit,
             lease,
             key_method,
+            elastic,
         })
     }
 
@@ -103,6 +113,7 @@ mod tests {
             limit,
             lease,
             key,
+            elastic: RawValue::Missing,
             unknown_keys: vec![],
             inspect: "{...}".into(),
         }
@@ -136,9 +147,42 @@ mod tests {
             Concurrency {
                 limit: 3,
                 lease: 90.0,
-                key_method: Some("webhook_key".into())
+                key_method: Some("webhook_key".into()),
+                elastic: false,
             }
         );
+    }
+
+    #[test]
+    fn elastic_is_a_boolean_off_by_default() {
+        let none = raw(RawValue::Int(2), RawValue::Missing, RawValue::Missing);
+        assert!(!Concurrency::parse("J", &none).unwrap().elastic);
+        for (value, elastic) in [
+            (RawValue::Other("true".into()), true),
+            (RawValue::Other("false".into()), false),
+            (RawValue::Str("true".into()), true),
+            (RawValue::Nil, false),
+        ] {
+            let r = RawConcurrency {
+                elastic: value,
+                ..none.clone()
+            };
+            assert_eq!(Concurrency::parse("J", &r).unwrap().elastic, elastic);
+        }
+        for bad in [RawValue::Int(1), RawValue::Str("yes".into())] {
+            let r = RawConcurrency {
+                elastic: bad,
+                ..none.clone()
+            };
+            let msg = Concurrency::parse("WebhookJob", &r)
+                .unwrap_err()
+                .to_string();
+            assert!(msg.contains("elastic must be true or false"), "{msg}");
+            assert!(
+                msg.starts_with("WebhookJob: invalid fair_tenant_concurrency"),
+                "{msg}"
+            );
+        }
     }
 
     #[test]

@@ -26,7 +26,8 @@ impl RbConcurrency {
                 ),
             ));
         };
-        let (mut v, unknown_keys) = read_options(hash, &["limit", "lease", "key"])?;
+        let (mut v, unknown_keys) = read_options(hash, &["limit", "lease", "key", "elastic"])?;
+        let elastic = v.pop().unwrap_or(RawValue::Missing);
         let key = v.pop().unwrap_or(RawValue::Missing);
         let lease = v.pop().unwrap_or(RawValue::Missing);
         let limit = v.pop().unwrap_or(RawValue::Missing);
@@ -34,6 +35,7 @@ impl RbConcurrency {
             limit,
             lease,
             key,
+            elastic,
             unknown_keys,
             inspect: raw.inspect(),
         };
@@ -57,6 +59,10 @@ impl RbConcurrency {
     fn key_method(&self) -> Option<String> {
         self.0.key_method.clone()
     }
+
+    fn elastic(&self) -> bool {
+        self.0.elastic
+    }
 }
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
@@ -66,5 +72,6 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_method("lease", magnus::method!(RbConcurrency::lease, 0))?;
     class.define_method("lease_ms", magnus::method!(RbConcurrency::lease_ms, 0))?;
     class.define_method("key_method", magnus::method!(RbConcurrency::key_method, 0))?;
+    class.define_method("elastic", magnus::method!(RbConcurrency::elastic, 0))?;
     Ok(())
 }

@@ -21,7 +21,9 @@ macro_rules! fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
             FairScript::new(concat!(
+                include_str!("lua/slots_common.lua"),
                 include_str!("lua/fair_common.lua"),
+                include_str!("lua/fair_caps.lua"),
                 include_str!($file)
             ))
         })
@@ -420,6 +422,29 @@ mod tests {
             assert_eq!(s.sha.len(), 40);
         }
         assert!(script("nope").is_none());
+    }
+
+    #[test]
+    fn the_caps_script_names_keys_as_rust_does() {
+        let caps = include_str!("lua/fair_caps.lua");
+        let scope = crate::slots::Scope::tenant_queue(b"acme", b"imports");
+        let holders = String::from_utf8(scope.holders()).unwrap();
+        let slots_base = holders.strip_suffix("6:t:acme:q:imports:holders").unwrap();
+        assert!(caps.contains(&format!("local SLOTS_PREFIX = '{slots_base}'")));
+        let limits = String::from_utf8(crate::slots::limits_key(scope.tag())).unwrap();
+        assert!(caps.contains(&format!(
+            "local LIMITS_PREFIX = '{}'",
+            limits.strip_suffix("6:t:acme").unwrap()
+        )));
+        assert!(caps.contains(&format!("local FAIR_PREFIX = '{PREFIX}'")));
+        assert!(caps.contains(&format!("local SLOT_TAGS = '{}'", crate::slots::tags_key())));
+        assert!(caps.contains(&format!("local FAIR_WEIGHTS = '{}'", weights_key())));
+        assert!(caps.contains(&format!("local FAIR_TOKEN_CAP = {TOKEN_CAP}")));
+        assert!(caps.contains("return FAIR_PREFIX .. '{' .. queue .. '}:'"));
+        assert_eq!(base("imports"), format!("{PREFIX}{{imports}}:"));
+        assert!(String::from_utf8(scope.waiting())
+            .unwrap()
+            .ends_with(":q:imports:waiting"));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! the tag length-prefixed so no tenant or key string can collide with another:
 //! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:holders`  jid -> lease expiry (ms)
 //! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:parked`   payload -> enqueue time (ms)
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:waiting`  fair-queue tenants waiting for a slot
 //! - `sidekiq-fair_tenant:slots:<len>:<tag>:meta`           sub -> "default_limit lease_ms"
 //! - `sidekiq-fair_tenant:limits:<len>:<tag>`               '*' or sub -> runtime limit
 //! - `sidekiq-fair_tenant:slots:tags`, `sidekiq-fair_tenant:limits:index`: tags to sweep / list
@@ -31,11 +32,25 @@ macro_rules! slot_script {
     };
 }
 
+/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair_caps.lua`).
+macro_rules! slot_and_fair_script {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            Script::new(concat!(
+                include_str!("lua/slots_common.lua"),
+                include_str!("lua/fair_common.lua"),
+                include_str!("lua/fair_caps.lua"),
+                include_str!($file)
+            ))
+        })
+    };
+}
+
 static ACQUIRE: LazyLock<Script> = slot_script!("lua/acquire.lua");
-static RELEASE: LazyLock<Script> = slot_script!("lua/release.lua");
+static RELEASE: LazyLock<Script> = slot_and_fair_script!("lua/release.lua");
 static RENEW: LazyLock<Script> = slot_script!("lua/renew.lua");
-static SWEEP: LazyLock<Script> = slot_script!("lua/sweep.lua");
-static SET_LIMIT: LazyLock<Script> = slot_script!("lua/set_limit.lua");
+static SWEEP: LazyLock<Script> = slot_and_fair_script!("lua/sweep.lua");
+static SET_LIMIT: LazyLock<Script> = slot_and_fair_script!("lua/set_limit.lua");
 
 /// What `acquire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,6 +123,11 @@ impl Scope {
 
     pub fn parked(&self) -> Vec<u8> {
         join(&[&base(&self.tag), &self.sub, b":parked"])
+    }
+
+    /// Fair-queue tenants waiting for a slot of this scope (`lua/fair_caps.lua`).
+    pub fn waiting(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, b":waiting"])
     }
 }
 
@@ -230,6 +250,7 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
     inv.key(s.holders())
         .key(s.parked())
         .key(limits_key(&s.tag))
+        .key(s.waiting())
         .arg(req.jid)
         .arg(req.lease_ms)
         .arg(req.default_limit)

@@ -14,6 +14,7 @@ module Sidekiq
     # queues' wake-up lists and the plain queues) for up to TIMEOUT seconds, as BasicFetch does.
     class FairFetch
       extend Setup
+      extend Held
       include IdleLook
       include Acks
 
@@ -25,21 +26,12 @@ module Sidekiq
 
       # Sidekiq 7.x/8.x pass a capsule; 6.4 its options Hash.
       def initialize(capsule_or_options)
-        if capsule_or_options.respond_to?(:queues)
-          @capsule = capsule_or_options
-          @strict = @capsule.mode == :strict
-          @queues = @capsule.queues.map(&:to_s)
-        else
-          raise ArgumentError, "missing queue list" unless capsule_or_options[:queues]
-
-          @strict = capsule_or_options[:strict] ? true : false
-          @queues = capsule_or_options[:queues].map(&:to_s)
-        end
-        @queues.uniq! if @strict
+        @capsule, @strict, @queues = FairFetch.queue_settings(capsule_or_options)
         @identity = FairFetch.identity
         @inflight_key = Native::Fair.inflight_key(@identity)
         @registered = false
         init_acks
+        Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
       end
 
       def redis(&block)
@@ -47,6 +39,7 @@ module Sidekiq
       end
 
       def retrieve_work
+        FairFetch.held!(nil)
         names = queue_order
         if names.empty?
           sleep(TIMEOUT)
@@ -113,7 +106,7 @@ module Sidekiq
           argv = [woken ? "1" : "0", acks.size, *acks, *pairs]
           reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY], argv)
           return nil unless reply
-          return unit(reply) if reply.size == 4
+          return unit(reply) if reply.size > 1
 
           FairQueues.adopt(conn, reply[0], ADOPT_BATCH)
         end
@@ -121,7 +114,8 @@ module Sidekiq
       end
 
       def unit(reply)
-        queue, tenant, job, entry = reply
+        queue, tenant, job, entry, held = reply
+        FairFetch.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
         FairUnit.new("queue:#{queue}", job, entry, self)

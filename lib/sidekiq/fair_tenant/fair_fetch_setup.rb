@@ -25,6 +25,22 @@ module Sidekiq
                                     "or the fair_queues"
         end
 
+        # [capsule or nil, strict, queue names] from what Sidekiq hands a fetcher: 7.x/8.x a capsule, 6.4 its
+        # options Hash.
+        def queue_settings(capsule_or_options)
+          if capsule_or_options.respond_to?(:queues)
+            capsule = capsule_or_options
+            strict = capsule.mode == :strict
+            queues = capsule.queues.map(&:to_s)
+          else
+            raise ArgumentError, "missing queue list" unless capsule_or_options[:queues]
+
+            strict = capsule_or_options[:strict] ? true : false
+            queues = capsule_or_options[:queues].map(&:to_s)
+          end
+          [capsule, strict, strict ? queues.uniq : queues]
+        end
+
         # This process's identity as Sidekiq's heartbeat names it.
         def identity
           if defined?(::Sidekiq::Component)

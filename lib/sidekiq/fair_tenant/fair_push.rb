@@ -30,6 +30,7 @@ module Sidekiq
         seconds = now.is_a?(Integer) ? now / 1000.0 : now
         pairs = payloads.map do |payload|
           payload["enqueued_at"] = now
+          FairQueues.carry_slot(payload)
           [FairQueues.tenant(payload), Sidekiq.dump_json(payload)]
         end
         @redis_pool.with do |conn|

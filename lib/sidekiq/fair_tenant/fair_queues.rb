@@ -105,12 +105,26 @@ module Sidekiq
       # for re-routing): jobs pushed by a client without the gem, a raw LPUSH, a slot hand-over, or the
       # backlog from before fair fetch. If another process does the same at once the script refuses (-1)
       # and the next fetch tries again.
+      # A job with `fair_tenant_concurrency` is stored with its slot (carry_slot).
       def adopt(conn, queue, batch)
         jobs = conn.call("LRANGE", "queue:#{queue}", -batch, -1).reverse
         return 0 if jobs.empty?
 
-        pairs = jobs.map { |job| [tenant(parse(job)), job] }
-        run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue, TOKEN_CAP, *pairs.flatten])
+        triples = jobs.map do |job|
+          payload = parse(job)
+          [tenant(payload), job, carry_slot(payload) ? ::Sidekiq.dump_json(payload) : job]
+        end
+        run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue, TOKEN_CAP, *triples.flatten])
+      end
+
+      # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptor), or
+      # drops a stale one. True when the payload changed.
+      def carry_slot(payload)
+        slot = SlotScope.descriptor(payload)
+        return false if payload[SlotScope::FIELD] == slot
+
+        slot ? payload[SlotScope::FIELD] = slot : payload.delete(SlotScope::FIELD)
+        true
       end
 
       def parse(job)

@@ -3,6 +3,25 @@
 module Sidekiq
   module FairTenant
     class FairFetch
+      # Which job's concurrency slot the fetch took, per thread: Sidekiq runs a job's middleware in the thread
+      # that fetched it, right after the fetch.
+      module Held
+        KEY = :sidekiq_fair_tenant_held
+
+        # The jid of the job this thread just fetched, when the fetch took its slot ("" or nil: none).
+        def held!(jid)
+          Thread.current[KEY] = jid.nil? || jid.empty? ? nil : jid
+        end
+
+        # True once, in the thread that fetched it, for a job whose slot the fetch took (the server middleware
+        # then only renews its lease; its acknowledgement gives the slot back).
+        def held?(job)
+          held = Thread.current[KEY] or return false
+          Thread.current[KEY] = nil
+          held == job["jid"]
+        end
+      end
+
       # A job from a fair queue: acknowledged (dropped from the in-flight list, with the next fetch) after it
       # ran, or put back at the front of its tenant.
       FairUnit = Struct.new(:queue, :job, :entry, :fetch) do

@@ -15,6 +15,9 @@ module Sidekiq
     # Redis in the same atomic step and the middleware returns without running it; a freed slot
     # is handed to the oldest parked job, which goes back to the front of its queue holding it.
     # Redis trouble at acquire time runs the job anyway (one warning); release never raises.
+    #
+    # On a fair queue the fetcher took the slot with the job (FairFetch.held?): the job runs, its lease is
+    # renewed while it runs, and the slot is given back with its acknowledgement (no call here).
     class ServerMiddleware
       include ::Sidekiq::ServerMiddleware if defined?(::Sidekiq::ServerMiddleware)
 
@@ -23,8 +26,9 @@ module Sidekiq
       def call(worker, job, _queue, &block)
         raw = job["fair_tenant_concurrency"]
         return yield if raw.nil?
+        return run(fair_slot(job), give_back: false, &block) if FairFetch.held?(job)
 
-        slot = slot_for(worker, job, raw)
+        slot = slot_for(worker, job)
         return yield unless slot
 
         case acquire(slot, job)
@@ -36,37 +40,27 @@ module Sidekiq
 
       private
 
-      def run(slot)
+      # `give_back: false`: the fair fetcher gives the slot back with the job's acknowledgement.
+      def run(slot, give_back: true)
         Slots.running(slot)
         yield
       ensure
         Slots.finished(slot)
-        release(slot)
+        release(slot) if give_back
       end
 
-      def slot_for(worker, job, raw)
-        class_name = JobInfo.class_name(worker.class, job)
-        options = FairTenant.concurrency_cache.fetch(class_name, raw)
-        tag, sub = scope(worker, job, options, class_name)
+      def fair_slot(job)
+        tag, sub, limit, lease_ms, = job[SlotScope::FIELD]
+        Slot.new(tag, sub, job["jid"].to_s, lease_ms.to_i, limit.to_i)
+      end
+
+      def slot_for(worker, job)
+        options, tag, sub = SlotScope.resolve(worker.class, job)
         tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit)
       rescue StandardError => e
+        class_name = JobInfo.class_name(worker.class, job)
         FairTenant.warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
         nil
-      end
-
-      def scope(worker, job, options, class_name)
-        klass = JobInfo.job_class(worker.class, job)
-        if options.key_method
-          key = klass.public_send(options.key_method, *JobInfo.arguments(klass, job))
-          return Native::Slots.key_scope(key.to_s) unless JobInfo.blank?(key)
-        else
-          tenant = JobInfo.tenant(klass, job)
-          queue = job["fair_tenant_rerouted_from"] || job["queue"]
-          return Native::Slots.tenant_scope(tenant, queue.to_s) if tenant
-        end
-        FairTenant.warn(:no_scope, class_name) do
-          "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited"
-        end
       end
 
       # Redis trouble (the gem's own errors) runs the job without a slot. Anything else that lands

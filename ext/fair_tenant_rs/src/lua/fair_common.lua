@@ -10,6 +10,9 @@
 --   paused SET    backlogged tenants of weight 0
 --   sig    LIST   wake-up tokens for idle fetchers (at most `cap`)
 --   heads  ZSET   tenant -> enqueue time (s) of its oldest waiting job: the queue's latency
+--   capped ZSET   tenants out of the rotation: their next job's concurrency scope is full (a static cap);
+--                 member and score as in ready (fair_caps.lua)
+--   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
 -- weights HASH (shared): tenant -> weight, tenant .. "\n" .. queue -> weight; default 1, 0 pauses.
 
@@ -77,50 +80,8 @@ end
 
 local function fair_keys(base, weights)
   return { ready = base .. 'ready', state = base .. 'state', fin = base .. 'fin', paused = base .. 'paused',
-           sig = base .. 'sig', heads = base .. 'heads', prefix = base .. 't:', weights = weights }
-end
-
--- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job, the
--- virtual time moves to that tag, the tenant's next job starts at tag + 1 / weight. Paused tenants met at
--- the head leave the rotation (bounded per call; each moves once). Returns tenant, job; nil when none.
-local function serve(k, queue)
-  for _ = 1, 100 do
-    local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
-    if #top == 0 then
-      -- Nothing to serve. Tokens left over (pushes for paused tenants, jobs taken by busy threads) each
-      -- wake one idle fetcher once for nothing; they are not deleted here, which would cost every idle
-      -- fetch a command.
-      return nil
-    end
-    local member, start = top[1], tonumber(top[2])
-    local tenant = member:sub(17)
-    local w = weight(k.weights, tenant, queue)
-    local list = k.prefix .. tenant
-    local job = w > 0 and redis.call('LPOP', list) or false
-    if w == 0 then
-      redis.call('ZREM', k.ready, member)
-      redis.call('SADD', k.paused, tenant)
-    elseif not job then
-      redis.call('ZREM', k.ready, member) -- an emptied list (cleared by hand): forget it
-      redis.call('ZREM', k.heads, tenant)
-    else
-      redis.call('HSET', k.state, 'v', top[2])
-      local finish = start + 1 / w
-      local next_job = redis.call('LINDEX', list, 0)
-      if next_job then
-        redis.call('ZADD', k.ready, finish, member)
-        redis.call('ZADD', k.heads, job_time(next_job), tenant)
-      else
-        redis.call('ZREM', k.ready, member)
-        redis.call('ZREM', k.heads, tenant)
-        redis.call('ZADD', k.fin, finish, tenant)
-      end
-      redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
-      redis.call('HINCRBY', k.state, 'n', -1)
-      return tenant, job
-    end
-  end
-  return nil
+           sig = base .. 'sig', heads = base .. 'heads', capped = base .. 'capped', over = base .. 'over',
+           prefix = base .. 't:', weights = weights }
 end
 
 -- "<len>:<queue><len>:<tenant><job>": how an in-flight job remembers where it goes back to.

@@ -8,7 +8,7 @@ local k = fair_keys(ARGV[1], KEYS[2])
 local queue, max = ARGV[2], tonumber(ARGV[3])
 local moved = 0
 while moved < max do
-  local tenant, job = serve(k, queue)
+  local tenant, job = serve(k, queue, true) -- caps do not hold jobs back from leaving
   if not tenant then break end
   redis.call('LPUSH', KEYS[1], job)
   moved = moved + 1

@@ -1,5 +1,5 @@
 -- Sets (or, with an empty value, deletes) a runtime limit and applies it at once: free slots go
--- to parked jobs of every affected scope.
+-- to parked jobs of every affected scope, then to fair-queue tenants waiting on it.
 -- KEYS  limits, meta, limits index
 -- ARGV  field ('*' for the whole tag, else a scope), value or '', base, tag
 -- Returns the number of jobs handed a slot.
@@ -25,6 +25,7 @@ for i = 1, #entries, 2 do
     local default, lease = string.match(entries[i + 1], '^(%S+) (%S+)$')
     local limit = effective_limit(limits, sub, default)
     handed = handed + hand_over(base .. sub .. ':holders', base .. sub .. ':parked', limit, now, now + tonumber(lease))
+    wake_scope(scope_keys(ARGV[4], sub), limit, true) -- fair-queue tenants waiting on the scope
   end
 end
 return handed

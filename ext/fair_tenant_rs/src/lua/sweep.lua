@@ -1,5 +1,6 @@
--- Reclaims expired leases of every scope of one tag and hands freed slots to parked jobs, so a
--- parked job is never stranded when no job of its scope runs any more.
+-- Reclaims expired leases of every scope of one tag and hands freed slots to parked jobs and to fair-queue
+-- tenants waiting on the scope, so neither is stranded when no job of its scope runs any more (a SIGKILLed
+-- holder's slot comes back when its lease expires).
 -- KEYS  limits, meta, tags
 -- ARGV  base (key prefix of the tag's scopes), tag
 -- Returns {jobs handed a slot, expired leases reclaimed}.
@@ -14,7 +15,10 @@ for i = 1, #entries, 2 do
   local limit = effective_limit(limits, sub, default)
   reclaimed = reclaimed + redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
   handed = handed + hand_over(holders, parked, limit, now, now + tonumber(lease))
-  if redis.call('ZCARD', holders) == 0 and redis.call('ZCARD', parked) == 0 then
+  local scope = scope_keys(ARGV[2], sub)
+  wake_scope(scope, limit, true) -- fair-queue tenants waiting on the scope (fair_caps.lua)
+  if redis.call('ZCARD', holders) == 0 and redis.call('ZCARD', parked) == 0
+      and redis.call('EXISTS', scope.waiting) == 0 then
     redis.call('HDEL', meta, sub)
   end
 end

@@ -1,0 +1,205 @@
+-- Concurrency caps inside fair queues, and the serving rule that honours them (after slots_common.lua and
+-- fair_common.lua; the Rust model is fair.rs, keep the two alike).
+--
+-- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush):
+--   "fair_tenant_slot": [tag, sub, default limit, lease ms, elastic 0/1]
+-- Its slot is taken when it is served (its jid joins the scope's holders with a lease, as the server
+-- middleware's acquire does for other queues) and given back with its acknowledgement, requeue or recovery.
+-- No job is parked or fetched twice: a tenant whose next job cannot take its slot leaves the rotation.
+--   fair queue `capped` / `over`  where it waits (fair_common.lua), keeping its start tag
+--   <slots base><sub>:waiting  ZSET  "<len>:<queue><ready member>" -> start tag: who waits on the scope
+-- A release, an expired lease (the sweep) or a raised runtime limit brings waiting tenants back into
+-- `ready` (start tag max(theirs, v): a wait banks no credit). The scope is registered in the tag's meta
+-- hash and the tags set while it has holders or waiters, so the slot sweep visits it.
+
+local SLOTS_PREFIX = 'sidekiq-fair_tenant:slots:'
+local LIMITS_PREFIX = 'sidekiq-fair_tenant:limits:'
+local FAIR_PREFIX = 'sidekiq-fair_tenant:fair:'
+local SLOT_TAGS = 'sidekiq-fair_tenant:slots:tags'
+local FAIR_WEIGHTS = 'sidekiq-fair_tenant:fair:weights'
+local FAIR_TOKEN_CAP = 1000
+
+local function fair_base(queue)
+  return FAIR_PREFIX .. '{' .. queue .. '}:'
+end
+
+local function scope_keys(tag, sub)
+  local base = SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
+  return { holders = base .. sub .. ':holders', waiting = base .. sub .. ':waiting', meta = base .. 'meta',
+           limits = LIMITS_PREFIX .. #tag .. ':' .. tag }
+end
+
+-- The slot a job of a fair queue takes, or nil. Jobs without one cost a substring search, no decoding.
+local function slot_of(job)
+  if not job or not string.find(job, '"fair_tenant_slot"', 1, true) then return nil end
+  local ok, decoded = pcall(cjson.decode, job)
+  if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
+  local s = decoded.fair_tenant_slot
+  if type(s) ~= 'table' or type(s[1]) ~= 'string' or type(s[2]) ~= 'string' then return nil end
+  local slot = scope_keys(s[1], s[2])
+  slot.tag, slot.sub, slot.jid = s[1], s[2], tostring(decoded.jid)
+  slot.default = tonumber(s[3]) or 1
+  slot.lease = tonumber(s[4]) or 60000
+  slot.elastic = s[5] == 1 or s[5] == true
+  return slot
+end
+
+local function same_scope(a, b)
+  return a ~= nil and b ~= nil and a.tag == b.tag and a.sub == b.sub
+end
+
+-- The scope's sweep registration (as acquire.lua does for parked jobs): "default limit lease" per sub.
+local function register(slot)
+  redis.call('HSET', slot.meta, slot.sub, slot.default .. ' ' .. slot.lease)
+  redis.call('SADD', SLOT_TAGS, slot.tag)
+end
+
+-- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
+-- the over tier; never with a limit of 0, which halts). Returns taken, holders after, the limit.
+local function take_slot(slot, beyond)
+  local limit = effective_limit(slot.limits, slot.sub, slot.default)
+  local running = redis.call('ZCARD', slot.holders)
+  local now = now_ms()
+  if running >= limit and not (beyond and slot.elastic and limit > 0) then
+    -- Expired leases (a killed worker) are dropped only when they stand in the way.
+    if redis.call('ZREMRANGEBYSCORE', slot.holders, '-inf', now) > 0 then
+      running = redis.call('ZCARD', slot.holders)
+    end
+    if running >= limit then
+      return false, running, limit
+    end
+  end
+  -- The first holder registers the scope for the sweep; the sweep forgets it only when it has no holder,
+  -- parked job or waiter, so a tenant that waits behind holders is always visited.
+  if running == 0 then register(slot) end
+  running = running + redis.call('ZADD', slot.holders, now + slot.lease, slot.jid)
+  return true, running, limit
+end
+
+-- A tenant whose next job cannot take its slot leaves `from` (ready or over) with its start tag: to `over`
+-- under an elastic cap above 0, else to `capped`; it waits on the scope.
+local function hold_back(k, queue, from, member, tag, slot, limit, running)
+  local to = (slot.elastic and limit > 0) and k.over or k.capped
+  if from ~= to then redis.call('ZREM', from, member) end
+  redis.call('ZADD', to, tag, member)
+  redis.call('ZADD', slot.waiting, tag, #queue .. ':' .. queue .. member)
+  if running == 0 then register(slot) end -- a limit of 0: no holder registered it
+end
+
+-- Brings back tenants waiting on a scope, lowest start tag first, one per free slot (an elastic tenant
+-- over its limit leaves `over` once its scope is under the limit). `tokens`: true wakes idle fetchers; a
+-- table collects the queues' keys instead (the fetch script serves next, and wakes fetchers only for the
+-- queues it did not serve from). Returns the number of tenants brought back.
+local function wake(slot, limit, tokens)
+  local free = limit - redis.call('ZCARD', slot.holders)
+  local woken = 0
+  while woken < free do
+    local popped = redis.call('ZPOPMIN', slot.waiting)
+    if popped[1] == nil then break end
+    local entry = popped[1]
+    local qlen, at = entry:match('^(%d+):()')
+    if qlen then
+      local queue = entry:sub(at, at + tonumber(qlen) - 1)
+      local member = entry:sub(at + tonumber(qlen))
+      local k = fair_keys(fair_base(queue), FAIR_WEIGHTS)
+      local tag = tonumber(popped[2])
+      local back = redis.call('ZREM', k.capped, member) == 1
+      if not back then
+        tag = tonumber(redis.call('ZSCORE', k.over, member))
+        back = tag ~= nil and redis.call('ZREM', k.over, member) == 1
+      end
+      if back then
+        local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+        if v > tag then tag = v end
+        redis.call('ZADD', k.ready, tag, member)
+        if tokens == true then
+          add_tokens(k, 1, FAIR_TOKEN_CAP)
+        elseif tokens then
+          tokens[#tokens + 1] = k
+        end
+        woken = woken + 1
+      end
+    end
+  end
+  return woken
+end
+
+-- Wakes the scope's waiters if any (the sweep, a raised limit, a release).
+local function wake_scope(slot, limit, tokens)
+  if redis.call('EXISTS', slot.waiting) == 0 then return 0 end
+  return wake(slot, limit, tokens)
+end
+
+-- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it.
+local function release_slot(job, tokens)
+  local slot = slot_of(job)
+  if not slot or redis.call('ZREM', slot.holders, slot.jid) == 0 then return end
+  wake_scope(slot, effective_limit(slot.limits, slot.sub, slot.default), tokens)
+end
+
+-- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job, the
+-- virtual time moves to that tag, the tenant's next job starts at tag + 1 / weight. While no ready tenant
+-- is left, tenants over an elastic cap are served the same way (work-conserving). A tenant whose job cannot
+-- take its slot leaves the rotation (hold_back) and the next is tried; paused tenants met at the head leave
+-- it too (bounded per call; each moves once). `uncapped`: ignore caps, capped tenants included (draining).
+-- Returns tenant, job, the jid whose slot was taken (or nil); nil when none.
+local function serve(k, queue, uncapped)
+  for _ = 1, 100 do
+    local tier = k.ready
+    local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
+    if #top == 0 then
+      -- Nothing to serve. Tokens left over (pushes for paused tenants, jobs taken by busy threads) each
+      -- wake one idle fetcher once for nothing; they are not deleted here, which would cost every idle
+      -- fetch a command.
+      tier = k.over
+      top = redis.call('ZRANGE', k.over, 0, 0, 'WITHSCORES')
+      if #top == 0 and uncapped then
+        tier = k.capped
+        top = redis.call('ZRANGE', k.capped, 0, 0, 'WITHSCORES')
+      end
+      if #top == 0 then return nil end
+    end
+    local member, start = top[1], tonumber(top[2])
+    local tenant = member:sub(17)
+    local w = weight(k.weights, tenant, queue)
+    local list = k.prefix .. tenant
+    local job = w > 0 and redis.call('LPOP', list) or false
+    if w == 0 then
+      redis.call('ZREM', tier, member)
+      redis.call('SADD', k.paused, tenant)
+    elseif not job then
+      redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
+      redis.call('ZREM', k.heads, tenant)
+    else
+      local slot = not uncapped and slot_of(job) or nil
+      local taken, running, limit = true, 0, 0
+      if slot then taken, running, limit = take_slot(slot, tier == k.over) end
+      if not taken then
+        redis.call('LPUSH', list, job)
+        hold_back(k, queue, tier, member, start, slot, limit, running)
+      else
+        redis.call('HSET', k.state, 'v', top[2])
+        local finish = start + 1 / w
+        local next_job = redis.call('LINDEX', list, 0)
+        if next_job then
+          local next_slot = slot and slot_of(next_job)
+          if next_slot and same_scope(slot, next_slot) and running >= limit then
+            hold_back(k, queue, tier, member, finish, next_slot, limit, running)
+          else
+            if tier ~= k.ready then redis.call('ZREM', tier, member) end
+            redis.call('ZADD', k.ready, finish, member)
+          end
+          redis.call('ZADD', k.heads, job_time(next_job), tenant)
+        else
+          redis.call('ZREM', tier, member)
+          redis.call('ZREM', k.heads, tenant)
+          redis.call('ZADD', k.fin, finish, tenant)
+        end
+        redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
+        redis.call('HINCRBY', k.state, 'n', -1)
+        return tenant, job, slot and slot.jid
+      end
+    end
+  end
+  return nil
+end

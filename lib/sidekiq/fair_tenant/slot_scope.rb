@@ -1,0 +1,52 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # The concurrency scope of a job with `fair_tenant_concurrency`: its tenant's jobs from one (original) queue,
+    # or the value of the class's `key:` method. Used by the server middleware and, for fair queues, by the
+    # client (FairPush writes the slot into the job, so the fetcher takes it in the same step as the job).
+    module SlotScope
+      # What a job of a fair queue carries: tag, sub, limit, lease (ms), elastic (1/0).
+      FIELD = "fair_tenant_slot"
+
+      module_function
+
+      # [options, tag, sub], or nil when the job has no tenant or key (one warning: it runs unlimited).
+      # Raises ArgumentError on invalid options, and what the class's key or tenant method raises.
+      def resolve(worker, job)
+        class_name = JobInfo.class_name(worker, job)
+        options = FairTenant.concurrency_cache.fetch(class_name, job["fair_tenant_concurrency"])
+        tag, sub = scope(JobInfo.job_class(worker, job), job, options, class_name)
+        tag && [options, tag, sub]
+      end
+
+      # The slot a job pushed to a fair queue carries, or nil (no option, no scope, or it cannot be worked out:
+      # then the server middleware decides when the job runs, as on other queues).
+      def descriptor(job)
+        return nil if job["fair_tenant_concurrency"].nil?
+
+        options, tag, sub = resolve(job["class"], job)
+        options && [tag, sub, options.limit, options.lease_ms, options.elastic ? 1 : 0]
+      rescue StandardError => e
+        FairTenant.warn(:slot_descriptor, job["class"]) do
+          "#{e.class}: #{e.message}; job #{job["jid"]} takes its slot when it runs"
+        end
+        nil
+      end
+
+      def scope(klass, job, options, class_name)
+        if options.key_method
+          key = klass.public_send(options.key_method, *JobInfo.arguments(klass, job))
+          return Native::Slots.key_scope(key.to_s) unless JobInfo.blank?(key)
+        else
+          tenant = JobInfo.tenant(klass, job)
+          queue = job["fair_tenant_rerouted_from"] || job["queue"]
+          return Native::Slots.tenant_scope(tenant, queue.to_s) if tenant
+        end
+        FairTenant.warn(:no_scope, class_name) do
+          "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited"
+        end
+      end
+    end
+  end
+end
