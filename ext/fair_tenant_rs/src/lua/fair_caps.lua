@@ -87,15 +87,21 @@ local function hold_back(k, queue, from, member, tag, slot, limit, running)
 end
 
 -- Brings back tenants waiting on a scope, lowest start tag first, one per free slot (an elastic tenant
--- over its limit leaves `over` once its scope is under the limit). `tokens`: true wakes idle fetchers; a
--- table collects the queues' keys instead (the fetch script serves next, and wakes fetchers only for the
--- queues it did not serve from). Returns the number of tenants brought back.
+-- over its limit leaves `over` once its scope is under the limit), into their queue's ready set with start
+-- tag max(theirs, v). `tokens`: true wakes idle fetchers; a table collects the queues' keys instead (the
+-- fetch script serves next, and wakes fetchers only for the queues it did not serve from). The first pop
+-- comes before the limit is read: a scope nobody waits on costs one command. Returns the tenants woken.
 local function wake(slot, limit, tokens)
-  local free = limit - redis.call('ZCARD', slot.holders)
-  local woken = 0
-  while woken < free do
+  local free, woken = nil, 0
+  while free == nil or woken < free do
     local popped = redis.call('ZPOPMIN', slot.waiting)
     if popped[1] == nil then break end
+    free = free or (limit or effective_limit(slot.limits, slot.sub, slot.default))
+      - redis.call('ZCARD', slot.holders)
+    if woken >= free then
+      redis.call('ZADD', slot.waiting, popped[2], popped[1]) -- no room: it waits on
+      break
+    end
     local entry = popped[1]
     local qlen, at = entry:match('^(%d+):()')
     if qlen then
@@ -124,17 +130,11 @@ local function wake(slot, limit, tokens)
   return woken
 end
 
--- Wakes the scope's waiters if any (the sweep, a raised limit, a release).
-local function wake_scope(slot, limit, tokens)
-  if redis.call('EXISTS', slot.waiting) == 0 then return 0 end
-  return wake(slot, limit, tokens)
-end
-
 -- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it.
 local function release_slot(job, tokens)
   local slot = slot_of(job)
   if not slot or redis.call('ZREM', slot.holders, slot.jid) == 0 then return end
-  wake_scope(slot, effective_limit(slot.limits, slot.sub, slot.default), tokens)
+  wake(slot, nil, tokens)
 end
 
 -- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job, the

@@ -11,5 +11,5 @@ end
 local now = now_ms()
 local limit = effective_limit(KEYS[3], ARGV[4], ARGV[3])
 local handed = hand_over(KEYS[1], KEYS[2], limit, now, now + tonumber(ARGV[2]))
-wake_scope({ holders = KEYS[1], waiting = KEYS[4] }, limit, true)
+wake({ holders = KEYS[1], waiting = KEYS[4] }, limit, true)
 return handed

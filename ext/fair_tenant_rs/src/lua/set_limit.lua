@@ -25,7 +25,7 @@ for i = 1, #entries, 2 do
     local default, lease = string.match(entries[i + 1], '^(%S+) (%S+)$')
     local limit = effective_limit(limits, sub, default)
     handed = handed + hand_over(base .. sub .. ':holders', base .. sub .. ':parked', limit, now, now + tonumber(lease))
-    wake_scope(scope_keys(ARGV[4], sub), limit, true) -- fair-queue tenants waiting on the scope
+    wake(scope_keys(ARGV[4], sub), limit, true) -- fair-queue tenants waiting on the scope
   end
 end
 return handed

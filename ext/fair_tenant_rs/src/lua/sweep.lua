@@ -16,7 +16,7 @@ for i = 1, #entries, 2 do
   reclaimed = reclaimed + redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
   handed = handed + hand_over(holders, parked, limit, now, now + tonumber(lease))
   local scope = scope_keys(ARGV[2], sub)
-  wake_scope(scope, limit, true) -- fair-queue tenants waiting on the scope (fair_caps.lua)
+  wake(scope, limit, true) -- fair-queue tenants waiting on the scope (fair_caps.lua)
   if redis.call('ZCARD', holders) == 0 and redis.call('ZCARD', parked) == 0
       and redis.call('EXISTS', scope.waiting) == 0 then
     redis.call('HDEL', meta, sub)
