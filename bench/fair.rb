@@ -78,6 +78,36 @@ module FairBench
     measure(count) { count.times { fetch.retrieve_work.acknowledge } }
   end
 
+  # A fair queue with `waiting` jobs of tenant "big" (carrying `slot`, or none) and `others` jobs each of two
+  # uncapped tenants, interleaved.
+  def fill_capped(name, waiting, slot, others)
+    payload = ->(jid) { { "class" => "BenchFairJob", "queue" => name, "args" => [jid], "jid" => jid } }
+    carry = slot ? { "fair_tenant_slot" => slot } : {}
+    big = Array.new(waiting) { |i| ["big", JSON.generate(payload.call("big-#{i}").merge(carry))] }
+    small = Array.new(others) { |i| ["small-#{i % 2}", JSON.generate(payload.call("small-#{i}"))] }
+    pairs = Array.new([big.size, small.size].max) { |i| [big[i], small[i]] }.flatten(1).compact
+    Sidekiq.redis do |conn|
+      pairs.each_slice(1000) { |slice| Sidekiq::FairTenant::FairQueues.push(conn, name, slice) }
+    end
+  end
+
+  # Fetches and acknowledges `count` jobs with `threads` in flight at a time (the oldest acknowledged before each
+  # fetch, riding with it); Redis work per job, and the share of jobs that were big's.
+  def concurrent_fetch_cost(name, threads, count)
+    fetch = Sidekiq::FairTenant::FairFetch.new(queues: [name])
+    Sidekiq::FairTenant::Slots.stop # its heartbeat's commands are not per job
+    units = Array.new(threads) { fetch.retrieve_work }
+    big = 0
+    cost = measure(count) do
+      count.times do
+        units.shift.acknowledge
+        units << fetch.retrieve_work
+        big += 1 if units.last.job.include?('"jid":"big-')
+      end
+    end
+    cost.merge(capped_share: big.to_f / count)
+  end
+
   def measure(count)
     before = commandstats
     yield
@@ -127,6 +157,29 @@ puts format("  %9s %9s %12s %12s %12s", "tenants", "waiting", "round trips", "Re
   cost = FairBench.fetch_cost("bench_fetch", FAIR_FETCHES)
   puts format("  %9d %9d %12.2f %12.2f %12.1f", tenants, waiting, cost[:round_trips], cost[:commands], cost[:server_us])
 end
+redis.flushdb
+
+# A capped tenant (fair_tenant_concurrency limit 2) with a backlog, beside 2 uncapped tenants: 10 jobs in flight
+# at a time (fetched and acknowledged as 10 worker threads would), so the cap binds and the tenant leaves and
+# rejoins the rotation about once per job of its own.
+puts
+puts format("  a capped tenant (limit 2) with 1,000 or 10,000 jobs waiting, 2 uncapped tenants, 10 jobs in " \
+            "flight, %d jobs per cell:", FAIR_FETCHES)
+puts format("  %-22s %8s %12s %22s %12s", "", "waiting", "Redis cmds", "of them capped tenant", "server us")
+baseline = {}
+[["uncapped", nil], ["static limit 2", 0], ["elastic limit 2", 1]].each do |name, elastic|
+  [1_000, 10_000].each do |waiting|
+    redis.flushdb
+    slot = elastic && ["t:big", "q:bench_fetch", 2, 60_000, elastic]
+    FairBench.fill_capped("bench_fetch", waiting, slot, FAIR_FETCHES + 200)
+    cost = FairBench.concurrent_fetch_cost("bench_fetch", 10, FAIR_FETCHES)
+    baseline[waiting] ||= cost[:commands]
+    puts format("  %-22s %8d %12.2f %22s %12.1f", name, waiting, cost[:commands],
+                format("%.0f%% of jobs", cost[:capped_share] * 100), cost[:server_us])
+  end
+end
+puts format("  (commands per job, script-internal ones included; the uncapped run is the baseline: %.2f)",
+            baseline[1_000])
 redis.flushdb
 
 # Real `sidekiq -c 10` draining PERFORMS no-op jobs: BasicFetch, then FairFetch (50 tenants).

@@ -7,7 +7,8 @@
 -- middleware's acquire does for other queues) and given back with its acknowledgement, requeue or recovery.
 -- No job is parked or fetched twice: a tenant whose next job cannot take its slot leaves the rotation.
 --   fair queue `capped` / `over`  where it waits (fair_common.lua), keeping its start tag
---   <slots base><sub>:waiting  ZSET  "<len>:<queue><ready member>" -> start tag: who waits on the scope
+--   <slots base><sub>:waiting  ZSET  "c|o<len>:<queue><ready member>" -> start tag: who waits on the scope
+--                                    (c: in `capped`, o: in `over`)
 -- A release, an expired lease (the sweep) or a raised runtime limit brings waiting tenants back into
 -- `ready` (start tag max(theirs, v): a wait banks no credit). The scope is registered in the tag's meta
 -- hash and the tags set while it has holders or waiters, so the slot sweep visits it.
@@ -55,10 +56,17 @@ local function register(slot)
 end
 
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
--- the over tier; never with a limit of 0, which halts). Returns taken, holders after, the limit.
-local function take_slot(slot, beyond)
-  local limit = effective_limit(slot.limits, slot.sub, slot.default)
-  local running = redis.call('ZCARD', slot.holders)
+-- the over tier; never with a limit of 0, which halts). `known`: {slot, limit, running} read earlier in the
+-- same call (a release that woke this tenant), which spares reading them again. Returns taken, holders
+-- after, the limit.
+local function take_slot(slot, beyond, known)
+  local limit, running
+  if known and same_scope(slot, known.slot) and known.running < known.limit then
+    limit, running = known.limit, known.running
+  else
+    limit = effective_limit(slot.limits, slot.sub, slot.default)
+    running = redis.call('ZCARD', slot.holders)
+  end
   local now = now_ms()
   if running >= limit and not (beyond and slot.elastic and limit > 0) then
     -- Expired leases (a killed worker) are dropped only when they stand in the way.
@@ -82,46 +90,52 @@ local function hold_back(k, queue, from, member, tag, slot, limit, running)
   local to = (slot.elastic and limit > 0) and k.over or k.capped
   if from ~= to then redis.call('ZREM', from, member) end
   redis.call('ZADD', to, tag, member)
-  redis.call('ZADD', slot.waiting, tag, #queue .. ':' .. queue .. member)
+  redis.call('ZADD', slot.waiting, tag, (to == k.over and 'o' or 'c') .. #queue .. ':' .. queue .. member)
   if running == 0 then register(slot) end -- a limit of 0: no holder registered it
 end
 
+-- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
+local function rejoin(k, from, member, tag)
+  redis.call('ZREM', from, member)
+  local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+  if v > tag then tag = v end
+  redis.call('ZADD', k.ready, tag, member)
+end
+
 -- Brings back tenants waiting on a scope, lowest start tag first, one per free slot (an elastic tenant
--- over its limit leaves `over` once its scope is under the limit), into their queue's ready set with start
--- tag max(theirs, v). `tokens`: true wakes idle fetchers; a table collects the queues' keys instead (the
--- fetch script serves next, and wakes fetchers only for the queues it did not serve from). The first pop
--- comes before the limit is read: a scope nobody waits on costs one command. Returns the tenants woken.
+-- over its limit leaves `over` once its scope is under the limit). The first pop comes before the limit is
+-- read: a scope nobody waits on costs one command. `tokens`: true wakes an idle fetcher per tenant brought
+-- back; a table (the fetch script, which serves next) defers them: each is noted there as
+-- {k, from, member, tag, known} and `serve` may take its turn at once (see settle). Returns the count.
 local function wake(slot, limit, tokens)
-  local free, woken = nil, 0
+  local free, woken, running = nil, 0, nil
   while free == nil or woken < free do
     local popped = redis.call('ZPOPMIN', slot.waiting)
     if popped[1] == nil then break end
-    free = free or (limit or effective_limit(slot.limits, slot.sub, slot.default))
-      - redis.call('ZCARD', slot.holders)
+    if free == nil then
+      limit = limit or effective_limit(slot.limits, slot.sub, slot.default)
+      running = redis.call('ZCARD', slot.holders)
+      free = limit - running
+    end
     if woken >= free then
       redis.call('ZADD', slot.waiting, popped[2], popped[1]) -- no room: it waits on
       break
     end
     local entry = popped[1]
-    local qlen, at = entry:match('^(%d+):()')
+    local qlen, at = entry:match('^[co](%d+):()')
     if qlen then
       local queue = entry:sub(at, at + tonumber(qlen) - 1)
       local member = entry:sub(at + tonumber(qlen))
       local k = fair_keys(fair_base(queue), FAIR_WEIGHTS)
-      local tag = tonumber(popped[2])
-      local back = redis.call('ZREM', k.capped, member) == 1
-      if not back then
-        tag = tonumber(redis.call('ZSCORE', k.over, member))
-        back = tag ~= nil and redis.call('ZREM', k.over, member) == 1
-      end
-      if back then
-        local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
-        if v > tag then tag = v end
-        redis.call('ZADD', k.ready, tag, member)
-        if tokens == true then
-          add_tokens(k, 1, FAIR_TOKEN_CAP)
-        elseif tokens then
-          tokens[#tokens + 1] = k
+      local from = entry:sub(1, 1) == 'o' and k.over or k.capped
+      local tag = tonumber(redis.call('ZSCORE', from, member)) -- nil: it left meanwhile (cleared, drained)
+      if tag then
+        if type(tokens) == 'table' then
+          tokens[#tokens + 1] = { k = k, from = from, member = member, tag = tag,
+                                  known = { slot = slot, limit = limit, running = running + woken } }
+        else
+          rejoin(k, from, member, tag)
+          if tokens then add_tokens(k, 1, FAIR_TOKEN_CAP) end
         end
         woken = woken + 1
       end
@@ -137,13 +151,99 @@ local function release_slot(job, tokens)
   wake(slot, nil, tokens)
 end
 
--- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job, the
--- virtual time moves to that tag, the tenant's next job starts at tag + 1 / weight. While no ready tenant
--- is left, tenants over an elastic cap are served the same way (work-conserving). A tenant whose job cannot
--- take its slot leaves the rotation (hold_back) and the next is tried; paused tenants met at the head leave
--- it too (bounded per call; each moves once). `uncapped`: ignore caps, capped tenants included (draining).
+-- Tenants woken by this fetch call's acknowledgements and not served by it (those of queue `only`, or all):
+-- into `ready`, each with a wake-up token for an idle fetcher.
+local function settle(woken, only)
+  for i = #woken, 1, -1 do
+    local w = woken[i]
+    if only == nil or w.k.ready == only.ready then
+      rejoin(w.k, w.from, w.member, w.tag)
+      add_tokens(w.k, 1, FAIR_TOKEN_CAP)
+      table.remove(woken, i)
+    end
+  end
+end
+
+-- One turn of a tenant: its oldest job, if it can take its slot; the virtual time moves to `start` and the
+-- tenant's next job starts at start + 1 / weight, in `ready`, or held back when that job's scope is now
+-- full. A paused tenant or an emptied list leaves `tier`. Returns tenant, job, jid whose slot was taken;
+-- nil when the tenant gave no job.
+local function turn(k, queue, tier, member, start, uncapped, known)
+  local tenant = member:sub(17)
+  local w = weight(k.weights, tenant, queue)
+  local list = k.prefix .. tenant
+  local job = w > 0 and redis.call('LPOP', list) or false
+  if w == 0 then
+    redis.call('ZREM', tier, member)
+    redis.call('SADD', k.paused, tenant)
+    return nil
+  elseif not job then
+    redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
+    redis.call('ZREM', k.heads, tenant)
+    return nil
+  end
+  local slot = not uncapped and slot_of(job) or nil
+  local taken, running, limit = true, 0, 0
+  if slot then taken, running, limit = take_slot(slot, tier == k.over, known) end
+  if not taken then
+    redis.call('LPUSH', list, job)
+    hold_back(k, queue, tier, member, start, slot, limit, running)
+    return nil
+  end
+  redis.call('HSET', k.state, 'v', start)
+  local finish = start + 1 / w
+  local next_job = redis.call('LINDEX', list, 0)
+  if next_job then
+    local next_slot = slot and slot_of(next_job)
+    if next_slot and same_scope(slot, next_slot) and running >= limit then
+      hold_back(k, queue, tier, member, finish, next_slot, limit, running)
+    else
+      if tier ~= k.ready then redis.call('ZREM', tier, member) end
+      redis.call('ZADD', k.ready, finish, member)
+    end
+    redis.call('ZADD', k.heads, job_time(next_job), tenant)
+  else
+    redis.call('ZREM', tier, member)
+    redis.call('ZREM', k.heads, tenant)
+    redis.call('ZADD', k.fin, finish, tenant)
+  end
+  redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
+  redis.call('HINCRBY', k.state, 'n', -1)
+  return tenant, job, slot and slot.jid
+end
+
+-- The tenant woken by this call's acknowledgements, if its turn comes before every ready tenant's: it is
+-- served straight from where it waited (no move to `ready` and back). Others of this queue rejoin `ready`.
+local function woken_turn(k, queue, woken)
+  local best
+  for i, w in ipairs(woken) do
+    if w.k.ready == k.ready and (best == nil or w.tag < woken[best].tag) then best = i end
+  end
+  if not best then return nil end
+  local w = table.remove(woken, best)
+  local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+  local start = w.tag > v and w.tag or v
+  local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
+  if #top > 0 and (tonumber(top[2]) < start or (tonumber(top[2]) == start and top[1] < w.member)) then
+    redis.call('ZREM', w.from, w.member)
+    redis.call('ZADD', k.ready, start, w.member)
+    return nil
+  end
+  return turn(k, queue, w.from, w.member, start, false, w.known)
+end
+
+-- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job
+-- (turn). While no ready tenant is left, tenants over an elastic cap are served the same way
+-- (work-conserving). A tenant whose job cannot take its slot leaves the rotation (hold_back) and the next is
+-- tried; paused tenants met at the head leave it too (bounded per call; each moves once). `uncapped`: ignore
+-- caps, capped tenants included (draining). `woken`: tenants this call's acknowledgements woke (wake).
 -- Returns tenant, job, the jid whose slot was taken (or nil); nil when none.
-local function serve(k, queue, uncapped)
+local function serve(k, queue, uncapped, woken)
+  if woken and #woken > 0 then
+    local tenant, job, jid = woken_turn(k, queue, woken)
+    if tenant then return tenant, job, jid end
+    settle(woken, k) -- the others of this queue rejoin before the rotation is looked at
+  end
   for _ = 1, 100 do
     local tier = k.ready
     local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
@@ -159,47 +259,8 @@ local function serve(k, queue, uncapped)
       end
       if #top == 0 then return nil end
     end
-    local member, start = top[1], tonumber(top[2])
-    local tenant = member:sub(17)
-    local w = weight(k.weights, tenant, queue)
-    local list = k.prefix .. tenant
-    local job = w > 0 and redis.call('LPOP', list) or false
-    if w == 0 then
-      redis.call('ZREM', tier, member)
-      redis.call('SADD', k.paused, tenant)
-    elseif not job then
-      redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
-      redis.call('ZREM', k.heads, tenant)
-    else
-      local slot = not uncapped and slot_of(job) or nil
-      local taken, running, limit = true, 0, 0
-      if slot then taken, running, limit = take_slot(slot, tier == k.over) end
-      if not taken then
-        redis.call('LPUSH', list, job)
-        hold_back(k, queue, tier, member, start, slot, limit, running)
-      else
-        redis.call('HSET', k.state, 'v', top[2])
-        local finish = start + 1 / w
-        local next_job = redis.call('LINDEX', list, 0)
-        if next_job then
-          local next_slot = slot and slot_of(next_job)
-          if next_slot and same_scope(slot, next_slot) and running >= limit then
-            hold_back(k, queue, tier, member, finish, next_slot, limit, running)
-          else
-            if tier ~= k.ready then redis.call('ZREM', tier, member) end
-            redis.call('ZADD', k.ready, finish, member)
-          end
-          redis.call('ZADD', k.heads, job_time(next_job), tenant)
-        else
-          redis.call('ZREM', tier, member)
-          redis.call('ZREM', k.heads, tenant)
-          redis.call('ZADD', k.fin, finish, tenant)
-        end
-        redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
-        redis.call('HINCRBY', k.state, 'n', -1)
-        return tenant, job, slot and slot.jid
-      end
-    end
+    local tenant, job, jid = turn(k, queue, tier, top[1], tonumber(top[2]), uncapped)
+    if tenant then return tenant, job, jid end
   end
   return nil
 end

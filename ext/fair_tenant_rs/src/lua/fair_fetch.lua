@@ -6,30 +6,19 @@
 -- KEYS  inflight (this process's list), weights
 -- ARGV  woken ("1": the caller already took a wake-up token), n, then n in-flight entries to drop, then
 --       base, queue pairs (base "" for a plain queue)
--- An acknowledged job that held a concurrency slot gives it back (fair_caps.lua); a served job with a slot
--- takes it.
+-- An acknowledged job that held a concurrency slot gives it back (fair_caps.lua), and a tenant that waited
+-- for it is served by this very call if its turn comes first; a served job with a slot takes it.
 -- Returns {queue, tenant, job, entry, held} (entry: what acknowledges it; held: the jid when the job took
 -- its slot, else ""; tenant and entry false for a plain queue), {queue} when a fair queue's `queue:<name>` list holds
 -- jobs to adopt first, or nil.
 local woken = ARGV[1] == '1'
 local acks = tonumber(ARGV[2])
-local backs = {} -- fair queues where a released slot brought a tenant back
-
--- An idle fetcher is woken for each, but one of the queue this call served from (it took that job).
-local function wake_others(served)
-  for _, k in ipairs(backs) do
-    if k.sig == served then
-      served = nil
-    else
-      add_tokens(k, 1, FAIR_TOKEN_CAP)
-    end
-  end
-end
+local woken_by_acks = {} -- tenants a released slot woke: served by this call if their turn comes first
 
 for i = 3, 2 + acks do
   if redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 then -- from the tail, where the oldest in-flight jobs are
     local _, _, job = parse_entry(ARGV[i])
-    release_slot(job, backs)
+    release_slot(job, woken_by_acks)
   end
 end
 for i = 3 + acks, #ARGV, 2 do
@@ -37,23 +26,23 @@ for i = 3 + acks, #ARGV, 2 do
   if ARGV[i] == '' then
     local job = redis.call('RPOP', 'queue:' .. queue)
     if job then
-      wake_others(nil)
+      settle(woken_by_acks)
       return { queue, false, job, false, '' }
     end
   elseif redis.call('LLEN', 'queue:' .. queue) > 0 then
-    wake_others(nil)
+    settle(woken_by_acks)
     return { queue }
   else
     local k = fair_keys(ARGV[i], KEYS[2])
-    local tenant, job, held = serve(k, queue)
+    local tenant, job, held = serve(k, queue, false, woken_by_acks)
     if tenant then
       if not woken then redis.call('RPOP', k.sig) end
       local entry = inflight_entry(queue, tenant, job)
       redis.call('LPUSH', KEYS[1], entry)
-      wake_others(k.sig)
+      settle(woken_by_acks)
       return { queue, tenant, job, entry, held or '' }
     end
   end
 end
-wake_others(nil)
+settle(woken_by_acks)
 return false
