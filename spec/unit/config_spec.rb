@@ -58,6 +58,23 @@ RSpec.describe Sidekiq::FairTenant::Config do
     expect(Sidekiq::FairTenant.native.server).to eq("redis://#{url.host}:#{url.port}/#{url.path[1..].to_i}")
   end
 
+  it "gives its TLS settings as Sidekiq's Redis options, and names a file it cannot read" do
+    config = described_class.new({})
+    expect(config.sidekiq_tls_options).to eq({})
+
+    config.ssl = true
+    config.ssl_ca_file = "/etc/ca.pem"
+    config.ssl_verify_mode = "none"
+    config.ssl_verify_hostname = false
+    expect(config.sidekiq_tls_options)
+      .to eq(ssl: true, ssl_params: { ca_file: "/etc/ca.pem", verify_mode: OpenSSL::SSL::VERIFY_NONE,
+                                      verify_hostname: false })
+
+    config.ssl_cert_file = "/nonexistent/client.crt"
+    expect { config.sidekiq_tls_options }
+      .to raise_error(Sidekiq::FairTenant::ConfigurationError, %r{ssl_cert_file /nonexistent/client\.crt cannot})
+  end
+
   it "falls back to REDIS_URL, then localhost, when Sidekiq's settings cannot be read" do
     allow(Sidekiq::FairTenant::SidekiqRedisSettings).to receive(:detect).and_return(nil)
     expect(described_class.new({}).connection_settings[:redis_url]).to eq(ENV.fetch("REDIS_URL"))
