@@ -74,10 +74,10 @@ module Sidekiq
       def enqueues_key = config.enqueues_key
       def logger = config.logger
 
-      # The extension's Redis connection for this process (a Native::Client), and through it the
-      # objects that use it: `native.router`, `native.slots`, `native.stats`, `native.limits` (made
-      # on first use, kept by the client). Rebuilt after a fork, those objects with it: a child
-      # never touches the parent's sockets. Ask for them through `native` each time; never keep one.
+      # The extension's connection to the gem's Redis for this process (a Native::Client), and through
+      # it routing: `native.router`, and `native.stats` for tenant counts (made on first use, kept by the
+      # client). Rebuilt after a fork, those objects with it: a child never touches the parent's
+      # sockets. Ask for them through `native` each time; never keep one.
       def native
         client = @native
         return client if client && @native_pid == ::Process.pid
@@ -87,8 +87,23 @@ module Sidekiq
         @native = client
       end
 
+      # The connection for concurrency slots (`slots_native.slots`, `.limits`, `.stats`): Sidekiq's own
+      # Redis, the one a server process fetches from (its shard), so a parked job handed a slot is pushed
+      # where its process fetches. The very client `native` is when the gem has no Redis of its own (no
+      # second pool). Rebuilt after a fork and reset with `native`; ask for it each time.
+      def slots_native
+        client = @slots_native
+        return client if client && @slots_native_pid == ::Process.pid
+
+        settings = config.slots_connection_settings
+        client = settings == config.connection_settings ? native : Native::Client.new(settings)
+        @slots_native_pid = ::Process.pid
+        @slots_native = client
+      end
+
       def reset_native!
         @native = nil
+        @slots_native = nil
       end
 
       def rule_cache

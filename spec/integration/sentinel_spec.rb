@@ -5,7 +5,8 @@ require "open3"
 require_relative "../support/sentinel_cluster"
 
 # The gem's own Redis behind Sentinel: one master, one replica, three sentinels (one cluster for the
-# file), Sidekiq's queues on the plain spec server as usual.
+# file), Sidekiq's queues on the plain spec server as usual. Slots live in Sidekiq's Redis: their
+# examples put Sidekiq's behind the same sentinels.
 RSpec.describe "Sentinel for the gem's Redis" do
   shared_cluster = nil
   before(:all) { shared_cluster = SentinelCluster.new.start }
@@ -167,18 +168,26 @@ RSpec.describe "Sentinel for the gem's Redis" do
   describe "slots, stats and the CLI through Sentinel" do
     before { use_sentinels }
 
-    it "acquires and releases a concurrency slot" do
+    # Slots and limits live in Sidekiq's Redis (the gem's own serves routing only): Sidekiq's behind Sentinel.
+    let(:sidekiq_sentinel) do
+      { url: "redis://#{cluster.master_name}/0", sentinels: cluster.sentinels.map { |s| s.slice(:host, :port) } }
+    end
+
+    it "acquires and releases a concurrency slot in Sidekiq's Redis behind Sentinel" do
       job = { "class" => "SlotJob", "queue" => "default", "args" => ["acme", 0, 0], "jid" => "sentinel-1",
               "enqueued_at" => Time.now.to_f, "fair_tenant" => "acme",
               "fair_tenant_concurrency" => { "limit" => 1, "lease" => 60 } }
       scope = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default")
       held = nil
-      Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
-        held = Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0].map(&:first)
+      with_sidekiq_redis(sidekiq_sentinel) do
+        expect(Sidekiq::FairTenant.slots_native.server).to include(*addresses)
+        Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
+          held = Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope)[0].map(&:first)
+        end
+        expect(Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope)[0]).to be_empty
       end
 
       expect(held).to eq(["sentinel-1"])
-      expect(Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0]).to be_empty
     end
 
     it "reports a tenant's counts" do
@@ -188,15 +197,20 @@ RSpec.describe "Sentinel for the gem's Redis" do
       expect(row[:windows].map { |w| w[:count] }).to eq([6, 6])
     end
 
-    it "sets a runtime limit from the command line, the sentinels from the environment" do
+    it "sets a runtime limit from the command line: Sidekiq's sentinels from the app, the gem's from the environment" do
       exe = File.expand_path("../../exe/sidekiq-fair_tenant", __dir__)
       env = { "REDIS_URL" => nil, "RUBYOPT" => "-I#{File.expand_path("../../lib", __dir__)}",
               "SIDEKIQ_FAIR_TENANT_SENTINELS" => addresses.join(","),
               "SIDEKIQ_FAIR_TENANT_SENTINEL_MASTER" => cluster.master_name }
-      out, err, status = Open3.capture3(env, Gem.ruby, exe, "limits", "set", "--tenant", "acme", "4")
+      out, err, status = Dir.mktmpdir do |dir|
+        app = File.join(dir, "sentinel_app.rb")
+        File.write(app, "Sidekiq.configure_client { |c| c.redis = #{sidekiq_sentinel.inspect} }\n")
+        Open3.capture3(env, Gem.ruby, exe, "-r", app, "limits", "set", "--tenant", "acme", "4")
+      end
 
       expect([status.exitstatus, out, err]).to eq([0, "limit set; 0 parked job(s) released\n", ""])
-      expect(Sidekiq::FairTenant.limits.get(tenant: "acme")).to eq(4)
+      expect(with_sidekiq_redis(sidekiq_sentinel) { Sidekiq::FairTenant.limits.get(tenant: "acme") }).to eq(4)
+      expect(Sidekiq::FairTenant.limits.get(tenant: "acme")).to be_nil # not in the spec's plain server
     end
   end
 end

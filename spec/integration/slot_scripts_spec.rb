@@ -16,8 +16,8 @@ end
 # The slot scripts and the server middleware driven directly (no server process), so every
 # interleaving is deterministic.
 RSpec.describe "Concurrency slots (scripts and middleware)" do
-  let(:slots) { Sidekiq::FairTenant.native.slots }
-  let(:stats) { Sidekiq::FairTenant.native.stats }
+  let(:slots) { Sidekiq::FairTenant.slots_native.slots }
+  let(:stats) { Sidekiq::FairTenant.slots_native.stats }
   let(:tag) { scope[0] }
   let(:sub) { scope[1] }
   let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default") }
@@ -207,20 +207,29 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     end
 
     it "never raises when the release fails; the lease frees the slot later" do
+      settings = Sidekiq::FairTenant.config.slots_connection_settings
+      gone = Sidekiq::FairTenant::Native::Client.new(
+        settings.merge(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0")
+      )
       log = capture_log do
         middleware.call(SlotJob.new, payload("rf"), "default") do
-          Sidekiq::FairTenant.configure { |c| c.redis_url = "redis://127.0.0.1:#{RedisServer.free_port}/0" }
+          allow(Sidekiq::FairTenant).to receive(:slots_native).and_return(gone) # Sidekiq's Redis went away
         end
       end
       expect(log).to include("slot of rf frees when its lease expires")
-    ensure
-      Sidekiq::FairTenant.configure { |c| c.redis_url = nil }
     end
 
-    it "runs the job when Redis is unreachable (fail open) and warns once" do
-      Sidekiq::FairTenant.configure { |c| c.redis_url = "redis://127.0.0.1:#{RedisServer.free_port}/0" }
-      log = capture_log { 3.times { |i| expect(perform(payload("x#{i}"))).to be(true) } }
+    it "runs the job when Sidekiq's Redis (where the slots are) is unreachable (fail open) and warns once" do
+      log = with_sidekiq_redis(url: "redis://127.0.0.1:#{RedisServer.free_port}/0") do
+        capture_log { 3.times { |i| expect(perform(payload("x#{i}"))).to be(true) } }
+      end
       expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
+    end
+
+    it "keeps slots in Sidekiq's Redis when the gem's own redis_url points elsewhere" do
+      Sidekiq::FairTenant.configure { |c| c.redis_url = "redis://127.0.0.1:#{RedisServer.free_port}/0" }
+      expect(perform(payload("elsewhere"))).to be(true)
+      expect(middleware.call(SlotJob.new, payload("inside"), "default") { holders }).to eq(["inside"])
     ensure
       Sidekiq::FairTenant.configure { |c| c.redis_url = nil }
     end

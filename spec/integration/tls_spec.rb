@@ -6,7 +6,7 @@ require "openssl"
 require_relative "../support/test_certificates"
 
 # The gem's own Redis over TLS: real `redis-server --tls-port` processes with a throwaway CA (openssl),
-# Sidekiq's queues on the plain spec server as usual.
+# Sidekiq's queues (and the concurrency slots) on the plain spec server as usual.
 RSpec.describe "TLS to the gem's Redis" do
   let(:certs) { TestCertificates.shared }
   let(:rules) { Sidekiq::FairTenant::Native::RuleSet.new("NoTenantJob", [{ queue: "slow", threshold: 0 }], 86_400) }
@@ -138,20 +138,31 @@ RSpec.describe "TLS to the gem's Redis" do
   describe "slots, stats and the CLI over TLS" do
     before { use(servers[:tls], ssl_ca_file: certs.ca_file) }
 
-    it "acquires and releases a concurrency slot" do
-      job = { "class" => "SlotJob", "queue" => "default", "args" => ["acme", 0, 0], "jid" => "tls-1",
+    # Slots live in Sidekiq's Redis: the gem's TLS settings are its own server's, Sidekiq's apply there.
+    let(:sidekiq_tls) { { url: servers[:tls].url, ssl_params: { ca_file: certs.ca_file } } }
+
+    def holds_a_slot(jid)
+      job = { "class" => "SlotJob", "queue" => "default", "args" => ["acme", 0, 0], "jid" => jid,
               "enqueued_at" => Time.now.to_f, "fair_tenant" => "acme",
               "fair_tenant_concurrency" => { "limit" => 1, "lease" => 60 } }
       scope = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default")
       held = nil
-      ran = false
       Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
-        held = Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0].map(&:first)
-        ran = true
+        held = Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope)[0].map(&:first)
       end
+      [held, Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope)[0]]
+    end
 
-      expect([ran, held]).to eq([true, ["tls-1"]])
-      expect(Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0]).to be_empty
+    it "acquires and releases a concurrency slot in Sidekiq's plain Redis, without the gem's TLS settings" do
+      expect(holds_a_slot("plain-1")).to eq([["plain-1"], []])
+      expect(Sidekiq::FairTenant.slots_native.server).to eq(ENV.fetch("REDIS_URL"))
+    end
+
+    it "acquires and releases a concurrency slot in Sidekiq's Redis over TLS, with Sidekiq's TLS settings" do
+      with_sidekiq_redis(sidekiq_tls) do
+        expect(Sidekiq::FairTenant.slots_native.server).to eq(servers[:tls].url)
+        expect(holds_a_slot("tls-1")).to eq([["tls-1"], []])
+      end
     end
 
     it "reports a tenant's counts" do
@@ -171,7 +182,7 @@ RSpec.describe "TLS to the gem's Redis" do
                                         "limits", "set", "--tenant", "acme", "4")
 
       expect([status.exitstatus, out, err]).to eq([0, "limit set; 0 parked job(s) released\n", ""])
-      expect(Sidekiq::FairTenant.limits.get(tenant: "acme")).to eq(4)
+      expect(with_sidekiq_redis(sidekiq_tls) { Sidekiq::FairTenant.limits.get(tenant: "acme") }).to eq(4)
     end
   end
 

@@ -21,7 +21,7 @@ module SlotsApp
   def self.record(event, jid, args)
     Sidekiq.redis do |conn|
       conn.rpush(EVENTS, JSON.generate("event" => event, "jid" => jid, "tenant" => args[0], "index" => args[1],
-                                       "at" => Process.clock_gettime(Process::CLOCK_REALTIME)))
+                                       "at" => Process.clock_gettime(Process::CLOCK_REALTIME), "pid" => Process.pid))
     end
   end
 end
@@ -64,6 +64,21 @@ class RoutedElsewhereJob
   sidekiq_options queue: "elsewhere", retry: false, fair_tenant_queues: [{ queue: "elsewhere_slow", threshold: 0 }]
 
   def perform; end
+end
+
+# One slot per tenant: the shard specs.
+class OneSlotJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: 1, lease: 5 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index, sleep_ms)
+    SlotsApp.record("start", jid, [tenant, index])
+    sleep(sleep_ms / 1000.0)
+    SlotsApp.record("finish", jid, [tenant, index])
+  end
 end
 
 # One slot per customer, whatever the tenant: the webhook case.

@@ -20,10 +20,11 @@ module Sidekiq
         )
       end
 
-      # The gem's Redis, and Sidekiq's (where fair queues and their weights are).
+      # The gem's Redis, and Sidekiq's (where fair queues, weights, slots and limits are), both with the
+      # gem's TLS settings.
       def use_redis(url)
         FairTenant.configure { |c| c.redis_url = url }
-        Sidekiq.configure_client { |c| c.redis = { url: url } }
+        Sidekiq.configure_client { |c| c.redis = { url: url }.merge(FairTenant.config.sidekiq_tls_options) }
       end
 
       def set_limit(limits, argv)

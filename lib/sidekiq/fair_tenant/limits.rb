@@ -4,7 +4,8 @@ module Sidekiq
   module FairTenant
     # Runtime concurrency limits stored in Redis, changed without a deploy. A per-queue override
     # beats a tenant-wide one, which beats the class's `fair_tenant_concurrency` limit. Raising a
-    # limit releases parked jobs at once; 0 halts the scope (its jobs park) until raised.
+    # limit releases parked jobs at once; 0 halts the scope (its jobs park) until raised. They live
+    # with the slots, in Sidekiq's Redis (this process's default one: one shard).
     #
     #   limits = Sidekiq::FairTenant.limits
     #   limits.set(3, tenant: "acme")                    # every queue of acme
@@ -41,9 +42,10 @@ module Sidekiq
 
       private
 
-      # Native::Limits of the current connection (rebuilt after a fork or a settings change).
+      # Native::Limits of the current slots connection, Sidekiq's Redis (rebuilt after a fork or a settings
+      # change).
       def native
-        @client_source.native.limits
+        @client_source.slots_native.limits
       end
 
       def target(tenant, queue, key)

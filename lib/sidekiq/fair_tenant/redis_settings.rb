@@ -20,25 +20,39 @@ module Sidekiq
       # TLS settings, for each key still at its default.
       def connection_settings
         check_sentinel_master
+        resolve(raw_connection_settings)
+      end
+
+      # What the concurrency slots' client is built from: Sidekiq's own Redis, the one a server process
+      # fetches from (its shard), where a parked job handed a slot must be pushed. What connection_settings
+      # gives when the gem has no redis_url or sentinels of its own (both are equal then); when it has, its
+      # TLS keys are that server's, and Sidekiq's TLS settings alone apply.
+      def slots_connection_settings
         settings = raw_connection_settings
-        follow_sidekiq(settings) if redis_url.nil?
+        settings.merge!(TlsSettings::DEFAULTS) if settings[:redis_url] || settings[:sentinels]
+        resolve(settings.merge!(redis_url: nil, sentinels: nil))
+      end
+
+      private
+
+      def resolve(settings)
+        follow_sidekiq(settings) if settings[:redis_url].nil?
         if settings[:redis_url].nil? && !settings.key?(:host) && !settings.key?(:path) && settings[:sentinels].nil?
           settings[:redis_url] = ENV.fetch("REDIS_URL", nil) || DEFAULT_REDIS_URL
         end
         settings.merge(ssl_verify_peer: settings[:ssl_verify_mode] == "peer")
       end
 
-      private
-
       # Sidekiq's TLS settings for the keys still at their defaults, and (with no sentinels of its own)
       # Sidekiq's server, credentials and Sentinel settings. Nothing when Sidekiq's cannot be read.
       def follow_sidekiq(settings)
         sidekiq = SidekiqRedisSettings.detect or return
 
+        own_sentinels = !settings[:sentinels].nil?
         sidekiq.each do |key, value|
           if TLS_KEYS.include?(key)
             settings[key] = value if Config::DEFAULTS[key] == settings[key]
-          elsif sentinels.nil?
+          elsif !own_sentinels
             settings[key] = value
           end
         end

@@ -68,8 +68,8 @@ module Sidekiq
       # the script took the slot: it is given back (release is idempotent) and the exception goes on.
       def acquire(slot, job)
         payload = Sidekiq.dump_json(job)
-        FairTenant.native.slots.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
-                                        job["enqueued_at"].to_f)
+        FairTenant.slots_native.slots.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
+                                              job["enqueued_at"].to_f)
       rescue Error => e
         FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
         :failed
@@ -85,7 +85,7 @@ module Sidekiq
       end
 
       def release(slot)
-        handed = FairTenant.native.slots.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+        handed = FairTenant.slots_native.slots.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
         Instrumentation.instrument(:hand_over, scope: [slot.tag, slot.sub], count: handed) if handed.positive?
       rescue StandardError => e
         FairTenant.warn(:release, e.class) do

@@ -78,12 +78,12 @@ module Sidekiq
           @next_renew = monotonic + [shortest / 3000.0, TICK].max
           return if slots.empty?
 
-          FairTenant.native.slots.renew(slots.map { |s| [s.tag, s.sub, s.jid, s.lease_ms] })
+          FairTenant.slots_native.slots.renew(slots.map { |s| [s.tag, s.sub, s.jid, s.lease_ms] })
         end
 
         def sweep
           @next_sweep = monotonic + FairTenant.config.sweep_interval
-          handed, reclaimed = FairTenant.native.slots.sweep_details(FairTenant.config.sweep_batch)
+          handed, reclaimed = FairTenant.slots_native.slots.sweep_details(FairTenant.config.sweep_batch)
           Instrumentation.instrument(:lease_reclaimed, count: reclaimed, handed: handed) if reclaimed.positive?
         end
 

@@ -3,7 +3,8 @@
 module Sidekiq
   module FairTenant
     # Read-only view of the routing and concurrency state, computed in the extension from what
-    # the scripts store (one ZCOUNT + ZREVRANGEBYSCORE + MGET per page of tenants).
+    # the scripts store (one ZCOUNT + ZREVRANGEBYSCORE + MGET per page of tenants). Tenants and counts
+    # come from the gem's Redis, concurrency scopes from Sidekiq's (where the slots are).
     #
     #   stats = Sidekiq::FairTenant.stats
     #   page = stats.tenants(SyncOrdersJob, limit: 50, offset: 0)   # most recent enqueue first
@@ -52,11 +53,11 @@ module Sidekiq
       # (jid, lease expiry; expired leases are listed but not counted as running), parked count,
       # oldest parked job's age and effective limit.
       def concurrency(max: 200, now: Time.now.to_f)
-        native.scopes(max).map { |tag, sub| scope(tag, sub, now) }
+        slots_native.scopes(max).map { |tag, sub| scope(tag, sub, now) }
       end
 
       def scope(tag, sub, now = Time.now.to_f)
-        details = native.scope_details(tag, sub)
+        details = slots_native.scope_details(tag, sub)
         oldest = details.delete(:oldest_parked_ms)
         # A lease past its expiry is a worker that died (or a clock ahead of Redis's): it is dropped
         # when the scope next needs the slot, and not counted as running meanwhile.
@@ -67,9 +68,14 @@ module Sidekiq
 
       private
 
-      # Native::Stats of the current connection (rebuilt after a fork or a settings change).
+      # Native::Stats of the current connections (rebuilt after a fork or a settings change): the gem's
+      # Redis for tenants and counts, Sidekiq's for concurrency slots.
       def native
         @client_source.native.stats
+      end
+
+      def slots_native
+        @client_source.slots_native.stats
       end
 
       def resolve(job_class)

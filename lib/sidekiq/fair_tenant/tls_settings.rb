@@ -42,7 +42,26 @@ module Sidekiq
         @ssl_verify_hostname = boolean(:ssl_verify_hostname, value)
       end
 
+      # These settings as Sidekiq's Redis options (`ssl`, and `ssl_params` with OpenSSL objects), for a
+      # Sidekiq connection to the gem's server (the CLI's --redis-url).
+      def sidekiq_tls_options
+        require "openssl"
+        params = { ca_file: ssl_ca_file, cert: read_pem(:ssl_cert_file) { |pem| OpenSSL::X509::Certificate.new(pem) },
+                   key: read_pem(:ssl_key_file) { |pem| OpenSSL::PKey.read(pem) },
+                   verify_mode: (OpenSSL::SSL::VERIFY_NONE if ssl_verify_mode == "none"),
+                   verify_hostname: (false if ssl_verify_hostname == false) }.compact
+        options = ssl ? { ssl: true } : {}
+        params.empty? ? options : options.merge(ssl_params: params)
+      end
+
       private
+
+      def read_pem(key)
+        path = public_send(key) or return nil
+        yield File.read(path)
+      rescue SystemCallError, OpenSSL::OpenSSLError => e
+        raise ConfigurationError, "#{key} #{path} cannot be read: #{e.message}"
+      end
 
       def boolean(name, value)
         case value.to_s.downcase
