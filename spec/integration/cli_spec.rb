@@ -2,6 +2,7 @@
 
 require "spec_helper"
 require "open3"
+require_relative "../support/capped_fair"
 
 RSpec.describe "sidekiq-fair_tenant command" do
   let(:exe) { File.expand_path("../../exe/sidekiq-fair_tenant", __dir__) }
@@ -46,11 +47,35 @@ RSpec.describe "sidekiq-fair_tenant command" do
     end
 
     out, err, status = cli("stats", "--fair")
-    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 2\tin flight 0\ttenants 1\n"]), err
+    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 2\tin flight 0\ttenants 1\tcapped 0\n"]), err
     out = cli("stats", "--fair", "fair")[0]
     expect(out.lines.last).to match(%r{\Aacme\twaiting 2\toldest [\d.]+s\tweight 1\trunning 0/-\n\z})
     json = JSON.parse(cli("stats", "--fair", "fair", "--json")[0])
     expect(json).to include("queue" => "fair", "backlog" => 2, "tenants" => 1)
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  it "prints a fair queue's capped tenants: running/limit, static or elastic, in force or lifted, scope" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    fetch, = CappedFair.build
+
+    out, err, status = cli("stats", "--fair")
+    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 5\tin flight 3\ttenants 4\tcapped 3\n"]), err
+    expect(cli("stats", "--fair", "fair")[0].lines.last(4)).to eq(
+      ["3 capped tenant(s):\n",
+       "static\trunning 1/1\tstatic cap in force\twaiting 1\ttenant static queue fair\n",
+       "keyed\trunning 1/1\tstatic cap in force\twaiting 1\tkey account-keyed\n",
+       "elastic\trunning 1/1\telastic cap in force\twaiting 2\ttenant elastic queue fair\n"]
+    )
+    fetch.retrieve_work # the last tenant under its limit: the elastic cap is lifted
+    expect(cli("stats", "--fair", "fair")[0].lines.last).to eq(
+      "elastic\trunning 1/1\telastic cap lifted\twaiting 2\ttenant elastic queue fair\n"
+    )
+    json = JSON.parse(cli("stats", "--fair", "fair", "--json")[0])
+    expect(json["capped"].last).to eq("tenant" => "elastic", "running" => 1, "limit" => 1, "elastic" => true,
+                                      "in_force" => false, "waiting" => 2,
+                                      "scope" => { "tenant" => "elastic", "queue" => "fair" })
   ensure
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end

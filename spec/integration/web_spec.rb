@@ -3,6 +3,7 @@
 require "spec_helper"
 require_relative "../support/web_server"
 require_relative "../support/browser"
+require_relative "../support/capped_fair"
 
 RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
   before(:all) do
@@ -97,6 +98,34 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
 
       browser.visit("/queues")
       expect(browser).to have_css("tr", text: /fair\s+4/)
+    end
+
+    it "lists each fair queue's capped tenants: running / limit, static or elastic, in force or lifted" do
+      fetch, = CappedFair.build
+
+      browser.visit("/fair_tenant")
+      expect(browser).to have_text("fair: 5 waiting, 3 in flight, 4 tenant(s) waiting, 3 capped")
+      table = browser.find("#fair-tenant-capped-fair")
+      rows = table.all("tbody tr").map { |tr| tr.all("td").map(&:text) }
+      expect(rows).to eq([["static", "tenant static, queue fair", "1 / 1", "static", "in force", "1"],
+                          ["keyed", "key account-keyed", "1 / 1", "static", "in force", "1"],
+                          ["elastic", "tenant elastic, queue fair", "1 / 1", "elastic", "in force", "2"]])
+
+      fetch.retrieve_work # the last tenant under its limit: the elastic cap is lifted
+      fetch.retrieve_work # and elastic runs past it on a spare thread
+      browser.visit("/fair_tenant")
+      lifted = %r{\Aelastic\s+tenant elastic, queue fair\s+2 / 1\s+elastic\s+lifted \(spare threads\)\s+1\z}
+      expect(browser.find("#fair-tenant-capped-fair")).to have_css("tr", text: lifted)
+    end
+
+    it "escapes tenant names in the capped tenants table" do
+      2.times { |i| ShownStaticCapJob.perform_async("<b>bold</b>", i) }
+      Sidekiq::FairTenant::FairFetch.new(queues: %w[fair]).retrieve_work
+
+      browser.visit("/fair_tenant")
+      cell = browser.find("#fair-tenant-capped-fair tbody tr td", match: :first)
+      expect(cell.text).to eq("<b>bold</b>")
+      expect(cell).to have_no_css("b")
     end
 
     it "sets a weight through the form and deletes it" do

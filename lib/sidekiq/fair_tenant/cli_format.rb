@@ -12,7 +12,8 @@ module Sidekiq
                                       active tenants: counts per rule window, next queue
           stats --fair [QUEUE] [--limit N --offset N] [--json]
                                       fair queues: backlog, in flight; a queue's tenants: waiting,
-                                      oldest wait, weight, running/limit
+                                      oldest wait, weight, running/limit; its capped tenants:
+                                      running/limit, static or elastic, in force or lifted
           stats --concurrency [--json]
                                       concurrency scopes: running/limit, parked, oldest parked
           limits list                 runtime concurrency limits
@@ -70,7 +71,21 @@ module Sidekiq
           lines << "#{t[:tenant]}\twaiting #{t[:backlog]}\toldest #{t[:oldest_age]}s\tweight #{weight}\t" \
                    "running #{t[:running]}/#{t[:limit] || "-"}"
         end
-        lines.join("\n")
+        lines.concat(capped(result)).join("\n")
+      end
+
+      def capped(result)
+        return [] if result[:capped].empty?
+
+        shown = result[:capped].size < result[:capped_tenants] ? " (first #{result[:capped].size})" : ""
+        ["#{result[:capped_tenants]} capped tenant(s)#{shown}:"] + result[:capped].map { |c| capped_row(c) }
+      end
+
+      def capped_row(row)
+        cap = "#{row[:elastic] ? "elastic" : "static"} cap #{row[:in_force] ? "in force" : "lifted"}"
+        scope = row[:scope] ? "\t#{scope_name(row[:scope])}" : ""
+        running = "#{row[:running] || "-"}/#{row[:limit] || "-"}"
+        "#{row[:tenant]}\trunning #{running}\t#{cap}\twaiting #{row[:waiting]}#{scope}"
       end
 
       def fair_list(queues)
@@ -78,7 +93,8 @@ module Sidekiq
       end
 
       def fair_summary(queue)
-        "#{queue[:queue]}\twaiting #{queue[:backlog]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}"
+        "#{queue[:queue]}\twaiting #{queue[:backlog]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}" \
+          "\tcapped #{queue[:capped_tenants]}"
       end
 
       def weights(weights)

@@ -5,13 +5,22 @@ module Sidekiq
     # What fair queues hold right now, read from Sidekiq's Redis (where they live):
     #
     #   stats = Sidekiq::FairTenant.fair_stats
-    #   stats.queues                  # => [{queue: "imports", backlog: 120, in_flight: 8, tenants: 3}, ...]
-    #   stats.queue("imports", limit: 50, offset: 0)
+    #   stats.queues      # => [{queue: "imports", backlog: 120, in_flight: 8, tenants: 3, capped_tenants: 1}, ...]
+    #   stats.queue("imports", limit: 50, offset: 0, capped_limit: 50)
     #   # => {queue:, backlog:, in_flight:, tenants: 3, page: [{tenant: "acme", backlog: 100, oldest_age: 12.5,
-    #   #      weight: 1.0, paused: false, running: 5, limit: 2}, ...]}  (oldest waiting job first)
+    #   #      weight: 1.0, paused: false, running: 5, limit: 2}, ...],  (oldest waiting job first)
+    #   #     capped_tenants: 1, capped: [{tenant: "acme", running: 2, limit: 2, elastic: false, in_force: true,
+    #   #      waiting: 100, scope: {tenant: "acme", queue: "imports"}}, ...]}  (lowest start tag first)
     #
-    # `running` counts the tenant's jobs in flight from that queue; `limit` is its runtime concurrency limit
-    # (Limits; nil: the class's own or none).
+    # In `page`, `running` counts the tenant's jobs in flight from that queue; `limit` is its runtime
+    # concurrency limit (Limits; nil: the class's own or none).
+    #
+    # `capped` lists the tenants held back by a `fair_tenant_concurrency` cap right now (at most
+    # `capped_limit`; `capped_tenants` counts them all): the scope of the tenant's next job (`{tenant:, queue:}`
+    # or `{key:}`), its running jobs (unexpired leases) and effective limit, its waiting jobs, and whether the
+    # cap is `elastic` and `in_force`. A static cap is in force while the tenant is listed; an elastic one while
+    # tenants under their limits wait, and lifted (`in_force: false`) while the tenant runs past its limit on
+    # threads nobody else needs.
     class FairStats
       MAX_PAGE = 1_000
 
@@ -24,31 +33,52 @@ module Sidekiq
             backlog = FairQueues.backlog(conn, name)
             next unless FairQueues.fair?(name) || backlog.positive?
 
+            base = FairQueues.base(name)
             { queue: name, backlog: backlog, in_flight: flights.fetch(name, {}).values.sum,
-              tenants: conn.call("ZCARD", "#{FairQueues.base(name)}heads").to_i }
+              tenants: conn.call("ZCARD", "#{base}heads").to_i,
+              capped_tenants: conn.call("ZCARD", "#{base}capped").to_i + conn.call("ZCARD", "#{base}over").to_i }
           end
         end
       end
 
-      def queue(name, offset: 0, limit: 50)
+      def queue(name, offset: 0, limit: 50, capped_limit: 50)
         offset = Integer(offset)
         limit = Integer(limit)
-        if offset.negative? || !limit.between?(1, MAX_PAGE)
-          raise ArgumentError, "offset must be >= 0 and limit 1..#{MAX_PAGE}, got #{offset}, #{limit}"
+        capped_limit = Integer(capped_limit)
+        if offset.negative? || !limit.between?(1, MAX_PAGE) || !capped_limit.between?(1, MAX_PAGE)
+          raise ArgumentError, "offset must be >= 0, limit and capped_limit 1..#{MAX_PAGE}, " \
+                               "got #{offset}, #{limit}, #{capped_limit}"
         end
 
-        Sidekiq.redis { |conn| page(conn, name.to_s, offset, limit) }
+        Sidekiq.redis { |conn| page(conn, name.to_s, offset, limit, capped_limit) }
       end
 
       private
 
-      def page(conn, name, offset, limit)
-        backlog, waiting, rows = FairQueues.run(conn, "stats", [FairQueues::WEIGHTS_KEY],
-                                                [FairQueues.base(name), name, offset, limit])
+      def page(conn, name, offset, limit, capped_limit)
+        backlog, waiting, rows, capped_count, capped = FairQueues.run(
+          conn, "stats", [FairQueues::WEIGHTS_KEY], [FairQueues.base(name), name, offset, limit, capped_limit]
+        )
         running = in_flight(conn).fetch(name, {})
         now = Time.now.to_f
         { queue: name, backlog: backlog.to_i, in_flight: running.values.sum, tenants: waiting.to_i,
-          page: rows.map { |row| tenant_row(name, row, running, now) } }
+          page: rows.map { |row| tenant_row(name, row, running, now) },
+          capped_tenants: capped_count.to_i, capped: capped.map { |row| capped_row(row) } }
+      end
+
+      def capped_row(row)
+        tenant, running, limit, elastic, in_force, waiting, scope = row
+        { tenant: tenant, running: running&.to_i, limit: limit&.to_i, elastic: elastic.to_i == 1,
+          in_force: in_force.to_i == 1, waiting: waiting.to_i, scope: scope_hash(scope) }
+      end
+
+      # The script's {"tenant", tenant, queue} or {"key", key}.
+      def scope_hash(scope)
+        kind, name, queue = scope
+        case kind
+        when "tenant" then { tenant: name, queue: queue }
+        when "key" then { key: name }
+        end
       end
 
       def tenant_row(queue, row, running, now)

@@ -8,8 +8,9 @@ module Sidekiq
     # The "Fair Tenant" tab of Sidekiq's Web UI: `require "sidekiq/fair_tenant/web"` after
     # `require "sidekiq/web"`. Shows each job class's tenants (counts against thresholds, next
     # queue, last re-route), fair queues (backlog, in flight, per tenant: waiting jobs, oldest wait,
-    # weight, running/limit), concurrency scopes, runtime limits and weights, with forms (CSRF protected
-    # by Sidekiq::Web) to set and delete limits and weights.
+    # weight, running/limit; capped tenants: running/limit, static or elastic, in force or lifted),
+    # concurrency scopes, runtime limits and weights, with forms (CSRF protected by Sidekiq::Web) to set
+    # and delete limits and weights.
     module Web
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
@@ -32,6 +33,14 @@ module Sidekiq
           "#{time.utc.strftime("%Y-%m-%d %H:%M:%S")} UTC (#{ago}s ago)"
         end
 
+        # A concurrency scope: {tenant:, queue:} or {key:}.
+        def ft_scope(scope)
+          return "-" unless scope
+          return "key #{ft_text(scope[:key])}" if scope.key?(:key)
+
+          "tenant #{ft_text(scope[:tenant])}, queue #{ft_text(scope[:queue])}"
+        end
+
         def ft_render(error: nil, notice: nil)
           @ft_error = error
           @ft_notice = notice || ft_param(:notice)
@@ -48,7 +57,7 @@ module Sidekiq
 
         def ft_fair_queues
           @ft_fair = FairTenant.fair_stats.queues.map do |q|
-            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE)
+            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE, capped_limit: PAGE_SIZE)
           end
           @ft_weights = FairTenant.weights.list
         end

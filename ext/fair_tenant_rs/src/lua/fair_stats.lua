@@ -1,10 +1,17 @@
--- One page of a fair queue's waiting tenants, oldest waiting job first.
+-- One page of a fair queue's waiting tenants, oldest waiting job first, and its capped tenants.
 -- KEYS  weights
--- ARGV  base, queue, offset, limit
--- Returns {backlog, waiting tenants, {tenant, oldest enqueue time, jobs, weight or false, paused 0/1}...}.
+-- ARGV  base, queue, offset, limit, capped (most capped tenants listed; default 50)
+-- Returns {backlog, waiting tenants, {tenant, oldest enqueue time, jobs, weight or false, paused 0/1}...,
+--          capped tenants, {tenant, running, limit, elastic 0/1, in force 0/1, jobs, scope}...}.
+-- Capped tenants are those of `capped` (a static cap: in force while there) and `over` (an elastic cap: in
+-- force while a tenant under its limit is ready, lifted while it runs on spare threads), lowest start tag
+-- first. Running and limit are those of the scope of the tenant's next job (running: holders whose lease has
+-- not expired, as the slot stats count them), false when that job carries no slot; scope is
+-- {'tenant', tenant, queue}, {'key', key} or false.
 local k = fair_keys(ARGV[1], KEYS[1])
 local queue = ARGV[2]
 local offset, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
+local capped_max = math.max(tonumber(ARGV[5]) or 50, 0)
 local rows = {}
 local page = redis.call('ZRANGE', k.heads, offset, offset + limit - 1, 'WITHSCORES')
 for i = 1, #page, 2 do
@@ -13,4 +20,47 @@ for i = 1, #page, 2 do
   rows[#rows + 1] = { tenant, page[i + 1], redis.call('LLEN', k.prefix .. tenant), w[1] or w[2] or false,
                       redis.call('SISMEMBER', k.paused, tenant) }
 end
-return { tonumber(redis.call('HGET', k.state, 'n')) or 0, redis.call('ZCARD', k.heads), rows }
+
+-- What a scope's tag and sub name (slots.rs: "t:" tenant with "q:" queue, or "k:" key with "k").
+local function scope_of(slot)
+  if slot.tag:sub(1, 2) == 't:' and slot.sub:sub(1, 2) == 'q:' then
+    return { 'tenant', slot.tag:sub(3), slot.sub:sub(3) }
+  elseif slot.tag:sub(1, 2) == 'k:' and slot.sub == 'k' then
+    return { 'key', slot.tag:sub(3) }
+  end
+  return false
+end
+
+local held = {}
+for _, tier in ipairs(capped_max > 0 and { k.capped, k.over } or {}) do
+  local members = redis.call('ZRANGE', tier, 0, capped_max - 1, 'WITHSCORES')
+  for i = 1, #members, 2 do
+    held[#held + 1] = { member = members[i], start = tonumber(members[i + 1]), static = tier == k.capped }
+  end
+end
+table.sort(held, function(a, b)
+  if a.start ~= b.start then return a.start < b.start end
+  return a.member < b.member
+end)
+
+local capped = {}
+local ready = redis.call('EXISTS', k.ready) == 1
+local now = now_ms()
+for i = 1, math.min(#held, capped_max) do
+  local h = held[i]
+  local tenant = h.member:sub(17)
+  local list = k.prefix .. tenant
+  local slot = slot_of(redis.call('LINDEX', list, 0))
+  local running, cap, elastic, scope = false, false, not h.static, false
+  if slot then
+    running = redis.call('ZCOUNT', slot.holders, now, '+inf')
+    cap = effective_limit(slot.limits, slot.sub, slot.default)
+    elastic = slot.elastic
+    scope = scope_of(slot)
+  end
+  capped[#capped + 1] = { tenant, running, cap, elastic and 1 or 0, (h.static or ready) and 1 or 0,
+                          redis.call('LLEN', list), scope }
+end
+
+return { tonumber(redis.call('HGET', k.state, 'n')) or 0, redis.call('ZCARD', k.heads), rows,
+         redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped }
