@@ -11,6 +11,8 @@
 //!
 //! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair_common.lua` applies the same rule
 //! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both.
+//! Concurrency caps inside fair queues (`lua/fair_caps.lua`) are modelled on top of it in
+//! [`crate::fair_caps`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
@@ -188,20 +190,23 @@ pub fn parse_weight(raw: Option<&str>) -> f64 {
 /// The rule as a model: what the Lua scripts do, without Redis.
 #[derive(Debug, Default)]
 pub struct Sfq {
-    v: f64,
+    pub(crate) v: f64,
     seq: u64,
-    /// Backlogged, servable tenants: (start tag, activation) -> tenant.
-    ready: BTreeMap<(Tag, u64), String>,
-    backlog: HashMap<String, std::collections::VecDeque<u64>>,
+    /// Backlogged, servable tenants: their place (start tag, activation) -> tenant.
+    pub(crate) ready: BTreeMap<Place, String>,
+    pub(crate) backlog: HashMap<String, std::collections::VecDeque<u64>>,
     /// Finish tags of tenants that went idle.
     finish: HashMap<String, f64>,
     weights: HashMap<String, f64>,
-    paused: Vec<String>,
+    pub(crate) paused: Vec<String>,
 }
+
+/// A tenant's place in the rotation: its start tag, then its activation (the tie-break).
+pub(crate) type Place = (Tag, u64);
 
 /// An f64 start tag with a total order (tags are never NaN).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
-struct Tag(f64);
+pub(crate) struct Tag(pub(crate) f64);
 impl Eq for Tag {}
 #[allow(clippy::derive_ord_xor_partial_ord)]
 impl Ord for Tag {
@@ -225,7 +230,7 @@ impl Sfq {
         }
     }
 
-    fn weight(&self, tenant: &str) -> f64 {
+    pub(crate) fn weight(&self, tenant: &str) -> f64 {
         self.weights.get(tenant).copied().unwrap_or(1.0)
     }
 
@@ -263,20 +268,26 @@ impl Sfq {
                 self.paused.push(tenant);
                 continue;
             }
-            let list = self.backlog.get_mut(&tenant)?;
-            let job = list.pop_front()?;
-            let start = at.0 .0;
-            self.v = start;
-            let finish = start + 1.0 / w;
-            if list.is_empty() {
-                self.finish.insert(tenant.clone(), finish);
-            } else {
+            let job = self.backlog.get_mut(&tenant)?.pop_front()?;
+            if let Some(finish) = self.served(&tenant, at.0 .0, w) {
                 self.ready.insert((Tag(finish), at.1), tenant.clone());
             }
-            let v = self.v;
-            self.finish.retain(|_, f| *f > v);
             return Some((tenant, job));
         }
+    }
+
+    /// Bookkeeping once a job of `tenant` (start tag `start`, weight `w`) was taken from its backlog:
+    /// `V` moves to `start`; the tenant's next start tag is returned, or, when it has no job left, that
+    /// tag is remembered (and tags `V` passed are forgotten).
+    pub(crate) fn served(&mut self, tenant: &str, start: f64, w: f64) -> Option<f64> {
+        self.v = start;
+        let finish = start + 1.0 / w;
+        let more = self.backlog.get(tenant).is_some_and(|l| !l.is_empty());
+        if !more {
+            self.finish.insert(tenant.to_string(), finish);
+        }
+        self.finish.retain(|_, f| *f > start);
+        more.then_some(finish)
     }
 
     /// Tenants remembered after going idle (bounded: forgotten once `V` passes their finish tag).

@@ -2,7 +2,9 @@
 //!
 //! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`] (the re-routing rule:
 //! which queue a tenant's next job goes to), [`router`] (one script call per push, with
-//! `lua/route.lua`), [`fair`] (fair queues: the serving rule and its scripts), [`ideal`] (the simulated SFQ schedule `bin/demo` measures against), [`concurrency`],
+//! `lua/route.lua`), [`fair`] (fair queues: the serving rule and its scripts), [`fair_caps`] (the
+//! same rule with concurrency caps, as a model), [`ideal`] (the simulated SFQ schedule `bin/demo`
+//! measures against), [`concurrency`],
 //! [`slots`], [`stats`], [`queues`], [`keys`], [`handle`] (the pool and key format the
 //! bindings share), [`pool`], [`connect`] (opening one connection), [`outage`], [`server`],
 //! [`sentinel`], [`tls`], [`error`], [`build_info`].
@@ -19,6 +21,7 @@ pub mod concurrency;
 pub mod connect;
 pub mod error;
 pub mod fair;
+pub mod fair_caps;
 pub mod handle;
 pub mod ideal;
 pub mod keys;
