@@ -86,11 +86,18 @@ end
 
 -- A tenant whose next job cannot take its slot leaves `from` (ready or over) with its start tag: to `over`
 -- under an elastic cap above 0, else to `capped`; it waits on the scope.
+local function waiting_entry(k, queue, tier, member)
+  return (tier == k.over and 'o' or 'c') .. #queue .. ':' .. queue .. member
+end
+
 local function hold_back(k, queue, from, member, tag, slot, limit, running)
   local to = (slot.elastic and limit > 0) and k.over or k.capped
-  if from ~= to then redis.call('ZREM', from, member) end
+  if from ~= to then
+    redis.call('ZREM', from, member)
+    if from ~= k.ready then redis.call('ZREM', slot.waiting, waiting_entry(k, queue, from, member)) end
+  end
   redis.call('ZADD', to, tag, member)
-  redis.call('ZADD', slot.waiting, tag, (to == k.over and 'o' or 'c') .. #queue .. ':' .. queue .. member)
+  redis.call('ZADD', slot.waiting, tag, waiting_entry(k, queue, to, member))
   if running == 0 then register(slot) end -- a limit of 0: no holder registered it
 end
 
@@ -164,6 +171,36 @@ local function settle(woken, only)
   end
 end
 
+-- A job back to the *front* of its tenant's list (it runs next for that tenant). A tenant held back on its
+-- former next job's scope rejoins the rotation: the job put in front may need no slot, or another one.
+local function push_front(k, tenant, job, queue)
+  redis.call('ZADD', k.heads, 'LT', job_time(job), tenant)
+  if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then
+    activate(k, tenant, queue)
+    return
+  end
+  local held_on = slot_of(redis.call('LINDEX', k.prefix .. tenant, 1))
+  if not held_on then return end
+  local suffix = #queue .. ':' .. queue
+  for _, entry in ipairs(redis.call('ZRANGE', held_on.waiting, 0, -1)) do
+    local member = entry:sub(#suffix + 2)
+    if entry:sub(2, #suffix + 1) == suffix and member:sub(17) == tenant then
+      redis.call('ZREM', held_on.waiting, entry)
+      local from = entry:sub(1, 1) == 'o' and k.over or k.capped
+      local tag = tonumber(redis.call('ZSCORE', from, member))
+      if tag then rejoin(k, from, member, tag) end
+      return
+    end
+  end
+end
+
+-- A tenant that leaves the rotation for `paused` gives up a slot it may have been woken for: the next
+-- tenant waiting on its next job's scope is woken instead.
+local function pass_on(k, list)
+  local slot = slot_of(redis.call('LINDEX', list, 0))
+  if slot then wake(slot, nil, true) end
+end
+
 -- One turn of a tenant: its oldest job, if it can take its slot; the virtual time moves to `start` and the
 -- tenant's next job starts at start + 1 / weight, in `ready`, or held back when that job's scope is now
 -- full. A paused tenant or an emptied list leaves `tier`. Returns tenant, job, jid whose slot was taken;
@@ -176,6 +213,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   if w == 0 then
     redis.call('ZREM', tier, member)
     redis.call('SADD', k.paused, tenant)
+    pass_on(k, list)
     return nil
   elseif not job then
     redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
@@ -190,6 +228,12 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     hold_back(k, queue, tier, member, start, slot, limit, running)
     return nil
   end
+  -- A tenant served from where it waits (over, or capped when draining) still has its waiting entry there,
+  -- unless a wake took it (known); it goes when the tenant leaves that place.
+  local stale = tier ~= k.ready and not known and (slot or slot_of(job))
+  local function forget_entry()
+    if stale then redis.call('ZREM', stale.waiting, waiting_entry(k, queue, tier, member)) end
+  end
   redis.call('HSET', k.state, 'v', start)
   local finish = start + 1 / w
   local next_job = redis.call('LINDEX', list, 0)
@@ -198,11 +242,15 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     if next_slot and same_scope(slot, next_slot) and running >= limit then
       hold_back(k, queue, tier, member, finish, next_slot, limit, running)
     else
-      if tier ~= k.ready then redis.call('ZREM', tier, member) end
+      if tier ~= k.ready then
+        redis.call('ZREM', tier, member)
+        forget_entry()
+      end
       redis.call('ZADD', k.ready, finish, member)
     end
     redis.call('ZADD', k.heads, job_time(next_job), tenant)
   else
+    forget_entry()
     redis.call('ZREM', tier, member)
     redis.call('ZREM', k.heads, tenant)
     redis.call('ZADD', k.fin, finish, tenant)
@@ -259,7 +307,13 @@ local function serve(k, queue, uncapped, woken)
       end
       if #top == 0 then return nil end
     end
-    local tenant, job, jid = turn(k, queue, tier, top[1], tonumber(top[2]), uncapped)
+    local start = tonumber(top[2])
+    if tier ~= k.ready then
+      -- Tags in over (or capped) stayed behind while ready tenants moved v on: v never goes backwards.
+      local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+      if v > start then start = v end
+    end
+    local tenant, job, jid = turn(k, queue, tier, top[1], start, uncapped)
     if tenant then return tenant, job, jid end
   end
   return nil

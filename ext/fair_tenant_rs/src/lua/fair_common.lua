@@ -62,14 +62,6 @@ local function push_job(k, tenant, job, queue, time)
   end
 end
 
--- A job back to the *front* of its tenant's list (it runs next for that tenant).
-local function push_front(k, tenant, job, queue)
-  redis.call('ZADD', k.heads, 'LT', job_time(job), tenant)
-  if redis.call('LPUSH', k.prefix .. tenant, job) == 1 then
-    activate(k, tenant, queue)
-  end
-end
-
 -- Wake-up tokens for idle fetchers: one per job, at most `cap` waiting.
 local function add_tokens(k, count, cap)
   local tokens = math.min(count, cap - redis.call('LLEN', k.sig))
