@@ -21,8 +21,8 @@ RSpec.describe "Caps inside fair queues" do
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
-  def start_server(concurrency:, queues: %w[fair plain])
-    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: queues,
+  def start_server(concurrency:, queues: %w[fair plain], args: [])
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: queues, args: args,
                        app: File.expand_path("../support/fair_caps_app.rb", __dir__)).start.tap { |s| servers << s }
   end
 
@@ -152,6 +152,23 @@ RSpec.describe "Caps inside fair queues" do
     expect(third["pid"]).to eq(spare.pid)
     expect(third["at"] - killed).to be_between(0.5, 10) # when the 2 s leases have run out, not before
     wait_for("the killed holders reclaimed") { redis.zcard(scope_keys("K")[:holders]).zero? }
+  end
+
+  it "gives the slots back with the jobs on a TERM past Sidekiq's timeout: the tenant is back in the rotation" do
+    4.times { |i| StaticCapJob.perform_async("S", i, 5000) }
+    # Both threads busy: an idle thread woken during the hard shutdown could fetch a job and be killed with it
+    # (it then stays in flight until recovered, its slot until its lease runs out).
+    server = start_server(concurrency: 2, queues: %w[fair], args: %w[-t 1])
+    wait_for("S capped with 2 running") { capped_tenants == ["S"] && starts("S").size == 2 }
+    expect(redis.zcard(scope_keys("S")[:holders])).to eq(2)
+    server.stop
+
+    expect(redis.zcard(scope_keys("S")[:holders])).to eq(0)
+    expect(redis.zcard(scope_keys("S")[:waiting])).to eq(0)
+    expect(capped_tenants).to be_empty
+    expect(redis.zrange("#{base}ready", 0, -1).map { |member| member[16..] }).to eq(["S"])
+    expect(redis.lrange("#{base}t:S", 0, -1).map { |j| JSON.parse(j)["args"][1] }.first(2)).to match_array([0, 1])
+    expect(redis.llen("#{base}t:S")).to eq(4)
   end
 
   it "halts a tenant at a runtime limit of 0 without polling, and runs it when the limit is raised" do
