@@ -2,7 +2,7 @@
 
 # The demo's Sidekiq application, loaded by real Sidekiq processes started by bin/demo:
 #   RUBYLIB=lib sidekiq -r ./demo/app.rb -c 10 -q default,4 -q throttled,1
-# (the fair_fetch mode adds SIDEKIQ_FAIR_TENANT_FAIR_QUEUES=default, which makes the process fetch with FairFetch).
+# (the fair_fetch modes add SIDEKIQ_FAIR_TENANT_FAIR_QUEUES=default, which makes the process fetch with FairFetch).
 # Each job sleeps job_ms and records its tenant, enqueue, start and finish times and its thread in Redis.
 require "json"
 require "logger"
@@ -21,6 +21,8 @@ module Demo
   THROTTLE_THRESHOLD = Integer(ENV.fetch("FAIR_TENANT_DEMO_THRESHOLD", "20"))
   # Running jobs per tenant (and original queue); bin/demo sets it from --slot-limit (threads - 1).
   SLOT_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_SLOT_LIMIT", "9"))
+  # Running jobs per tenant in the capped fair_fetch modes; bin/demo sets it from --slot-limit (2).
+  CAP_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_CAP_LIMIT", "2"))
   SLOT_LEASE = 60
 
   # Shared body: sleep, then record.
@@ -69,8 +71,25 @@ module Demo
     sidekiq_options queue: "default", retry: false
   end
 
+  # FairFetchJob with a cap of CAP_LIMIT running jobs per tenant, elastic: the fetcher takes the slot with the
+  # job; a tenant at its limit is still served while no tenant under its limit waits.
+  class FairFetchElasticJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false,
+                    fair_tenant_concurrency: { limit: CAP_LIMIT, lease: SLOT_LEASE, elastic: true }
+  end
+
+  # The same cap, static: a tenant at its limit leaves the rotation until one of its jobs finishes.
+  class FairFetchStaticJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: CAP_LIMIT, lease: SLOT_LEASE }
+  end
+
   JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob,
-           "fair_fetch" => FairFetchJob }.freeze
+           "fair_fetch" => FairFetchJob, "fair_fetch+elastic" => FairFetchElasticJob,
+           "fair_fetch+static" => FairFetchStaticJob }.freeze
 end
 
 # Started by bin/demo: stop when bin/demo is gone, even if it was killed before it could stop us.

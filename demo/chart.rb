@@ -2,8 +2,8 @@
 
 module Demo
   # bin/demo's chart (gnuplot): one panel per mode, each job's wait by its enqueue time, as measured and as
-  # in the simulated ideal schedule of the same run (Report.ideal). Writes wait.dat, wait.gp, wait.png and
-  # wait.svg to the output directory.
+  # in the simulated ideal schedule of the same run (Report.ideal; uncapped, also for the capped modes).
+  # Writes wait.dat, wait.gp, wait.png and wait.svg to the output directory.
   module Chart
     # Waits are drawn on a log scale: shorter ones (an idle thread, 0 in the simulation) at this floor.
     FLOOR = 1e-3
@@ -20,8 +20,9 @@ module Demo
 
     module_function
 
-    # runs: { mode => [measured records, ideal records] }; klass: tenant -> "greedy" or "small".
-    def draw(runs, out, klass)
+    # runs: { mode => [measured records, ideal records] }; klass: tenant -> "greedy" or "small"; titles: panel
+    # titles by mode (default: the mode's name).
+    def draw(runs, out, klass, titles = {})
       unless system("command -v gnuplot >/dev/null 2>&1")
         puts "chart: gnuplot not found (bin/setup installs gnuplot-nox); no chart written"
         return
@@ -29,7 +30,7 @@ module Demo
       data = File.join(out, "wait.dat")
       png = File.join(out, "wait.png")
       svg = File.join(out, "wait.svg")
-      panels, max_x, max_y = write_data(runs, data, klass)
+      panels, max_x, max_y = write_data(runs, data, klass, titles)
       File.write(File.join(out, "wait.gp"), script(data, panels, [max_x, max_y], png, svg))
       if system("gnuplot", File.join(out, "wait.gp"))
         puts "chart: #{png}", "chart: #{svg}"
@@ -39,10 +40,12 @@ module Demo
     end
 
     # One gnuplot data block per (mode, series): x = enqueue time since the mode's first enqueue, y = wait.
-    # Returns [mode, [[block index, style, title], ...]] per mode, and the largest x and y.
-    def write_data(runs, data, klass)
+    # Returns [panel title, [[block index, style, title], ...]] per mode, and the largest x and y.
+    def write_data(runs, data, klass, titles)
       blocks = []
-      panels = runs.map { |mode, (measured, ideal)| [mode, panel(measured, ideal, klass, blocks)] }
+      panels = runs.map do |mode, (measured, ideal)|
+        [titles.fetch(mode, mode), panel(measured, ideal, klass, blocks)]
+      end
       File.open(data, "w") do |f|
         blocks.each { |block| f.puts(block.map { |x, y| format("%<x>.4f %<y>.5f", x: x, y: y) }, "", "") }
       end
@@ -80,16 +83,18 @@ module Demo
       terminals.match?(/^\s*pngcairo\s/) ? "set terminal pngcairo" : "set terminal png"
     end
 
+    # Two panels a row; a row 450 px high (one alone 480).
     def size(count)
-      "1200,#{count > 2 ? 900 : 480}"
+      rows = (count + 1) / 2
+      "1200,#{rows > 1 ? 450 * rows : 480}"
     end
 
     def multiplot(data, panels, max_x, max_y)
       rows = (panels.size + 1) / 2
       cols = panels.size > 1 ? 2 : 1
-      plots = panels.map do |mode, series|
+      plots = panels.map do |panel_title, series|
         lines = series.map { |i, style, title| "'#{data}' index #{i} #{style} title '#{title}'" }
-        "set title '#{mode}'\nplot #{lines.join(", \\\n     ")}"
+        "set title '#{panel_title}'\nplot #{lines.join(", \\\n     ")}"
       end
       <<~GP
         set termoption noenhanced

@@ -1,8 +1,9 @@
 # frozen_string_literal: true
 
 # The demo (bin/demo runs it after bin/setup, under Bundler): what a greedy tenant does to everyone
-# else's wait, four ways side by side (MODES): plain Sidekiq (FIFO), fair-tenant re-routing, re-routing
-# plus per-tenant concurrency slots, and fair fetch (start-time fair queueing of tenants inside the queue).
+# else's wait, six ways side by side (MODES): plain Sidekiq (FIFO), fair-tenant re-routing, re-routing
+# plus per-tenant concurrency slots, fair fetch (start-time fair queueing of tenants inside the queue), and
+# fair fetch with a per-tenant cap, elastic or static (the fetcher takes the slot with the job).
 # Each mode is measured against its own ideal: its jobs (its enqueue times, its measured durations) run
 # in start-time fair order on the same number of threads, simulated (Demo::Report.ideal).
 # Real Sidekiq server processes (demo/app.rb) run the jobs; this process enqueues, waits, reports
@@ -26,9 +27,18 @@ MODES = {
                    "(weight 1 against default's 4)",
   "fair_tenant+slots" => "re-routing, and at most --slot-limit running jobs per tenant (the rest parked)",
   "fair_fetch" => "fair fetch: \"default\" is a fair queue, so each tenant's jobs wait in their own list " \
-                  "and the fetcher serves tenants in start-time fair order (weights 1); no re-routing, no slots"
+                  "and the fetcher serves tenants in start-time fair order (weights 1); no re-routing, no slots",
+  "fair_fetch+elastic" => "fair fetch, and at most --slot-limit running jobs per tenant, elastic: a tenant at " \
+                          "its limit still gets the threads no tenant under its limit can use",
+  "fair_fetch+static" => "fair fetch, and at most --slot-limit running jobs per tenant, static: a tenant at its " \
+                         "limit leaves the rotation until one of its jobs finishes"
 }.freeze
-MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch" }.freeze
+MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch", "elastic" => "fair_fetch+elastic",
+                 "static" => "fair_fetch+static" }.freeze
+# Modes whose queue is a fair queue, and among them those whose job class has a cap (fair_tenant_concurrency).
+FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static].freeze
+CAP_MODES = %w[fair_fetch+elastic fair_fetch+static].freeze
+CAP_LIMIT_DEFAULT = 2
 SCENARIOS = %w[mega-merchant two-megas long-jobs].freeze
 
 options = { scenario: "mega-merchant", jobs: nil, threads: 10, job_ms: nil, small_tenants: 20, seed: 1,
@@ -43,7 +53,8 @@ OptionParser.new do |o|
     options[:small_tenants] = v
   end
   o.on("--seed N", Integer, "random seed (default 1)") { |v| options[:seed] = v }
-  o.on("--slot-limit N", Integer, "fair_tenant+slots: running jobs per tenant (default threads - 1)") do |v|
+  o.on("--slot-limit N", Integer, "running jobs per tenant: fair_tenant+slots (default threads - 1), " \
+                                  "fair_fetch+elastic and +static (default #{CAP_LIMIT_DEFAULT})") do |v|
     options[:slot_limit] = v
   end
   o.on("--modes LIST", Array, "comma-separated, any of #{MODES.keys.join(",")} (default all; " \
@@ -53,10 +64,11 @@ OptionParser.new do |o|
   o.on("--out DIR", "chart and logs directory (default tmp/demo)") { |v| options[:out] = File.expand_path(v) }
   o.separator ""
   o.separator "Modes:"
-  MODES.each { |mode, text| o.separator format("    %-18s %s", mode, text) }
+  MODES.each { |mode, text| o.separator format("    %-19s %s", mode, text) }
 end.parse!
 options[:jobs] ||= options[:scenario] == "long-jobs" ? 300 : 3000
 options[:job_ms] ||= options[:scenario] == "long-jobs" ? 200.0 : 20.0
+options[:cap_limit] = options[:slot_limit] || CAP_LIMIT_DEFAULT
 options[:slot_limit] ||= [options[:threads] - 1, 1].max
 unknown = options[:modes] - MODES.keys
 abort "bin/demo: unknown mode(s) #{unknown.join(", ")}; known: #{MODES.keys.join(", ")}" if unknown.any?
@@ -69,7 +81,9 @@ unless ENV["REDIS_URL"]
 end
 # The gem's own keys (counters, slots, parked jobs) go to the same DB, which run_mode flushes.
 ENV["SIDEKIQ_FAIR_TENANT_REDIS_URL"] = ENV.fetch("REDIS_URL")
-ENV["FAIR_TENANT_DEMO_SLOT_LIMIT"] = options[:slot_limit].to_s # read by demo/app.rb, here and in Sidekiq
+# Read by demo/app.rb, here and in Sidekiq.
+ENV["FAIR_TENANT_DEMO_SLOT_LIMIT"] = options[:slot_limit].to_s
+ENV["FAIR_TENANT_DEMO_CAP_LIMIT"] = options[:cap_limit].to_s
 require "sidekiq"
 require "sidekiq/fair_tenant"
 require_relative "app"
@@ -128,9 +142,9 @@ rescue Gem::Exception
   "sidekiq"
 end
 
-# The demo's queue is fair in the fair_fetch mode only: in this process (pushes) and in that mode's Sidekiq
-# (which then fetches with FairFetch).
-def fair_queues(mode) = mode == "fair_fetch" ? %w[default] : []
+# The demo's queue is fair in the fair_fetch modes only: in this process (pushes, which write a capped job's
+# slot into it) and in that mode's Sidekiq (which then fetches with FairFetch).
+def fair_queues(mode) = FAIR_MODES.include?(mode) ? %w[default] : []
 
 def start_sidekiq(mode, threads, log)
   fair = fair_queues(mode).join(",")
@@ -234,8 +248,12 @@ results.transform_values! { |records| [records, Demo::Report.ideal(records, opti
 o = options
 puts "Sidekiq #{$sidekiq_version} server processes, Ruby #{RUBY_VERSION}" # rubocop:disable Style/GlobalVars
 puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs, %d threads, seed %d, " \
-            "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds)", o[:scenario], o[:jobs],
-            o[:small_tenants], SMALL_JOBS_PER_TENANT, o[:job_ms], o[:threads], o[:seed], Demo::THROTTLE_THRESHOLD,
-            Demo::SLOT_LIMIT, Demo::SLOT_LEASE)
-puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES).lines
-Demo::Chart.draw(results, o[:out], Demo::Summary.method(:tenant_class)) if results.any?
+            "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds), " \
+            "fair_fetch+elastic/+static cap %d per tenant",
+            o[:scenario], o[:jobs], o[:small_tenants], SMALL_JOBS_PER_TENANT, o[:job_ms], o[:threads], o[:seed],
+            Demo::THROTTLE_THRESHOLD, Demo::SLOT_LIMIT, Demo::SLOT_LEASE, Demo::CAP_LIMIT)
+caps = CAP_MODES.to_h { |mode| [mode, Demo::CAP_LIMIT] }
+puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES,
+                                caps: caps).lines
+titles = results.keys.to_h { |mode| [mode, caps[mode] ? "#{mode} (at most #{caps[mode]} running per tenant)" : mode] }
+Demo::Chart.draw(results, o[:out], Demo::Summary.method(:tenant_class), titles) if results.any?

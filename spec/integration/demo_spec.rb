@@ -78,20 +78,21 @@ RSpec.describe "bin/demo" do
     end
   end
 
-  it "runs a small demo end to end in all four modes, each against its simulated ideal" do
+  it "runs a small demo end to end in all six modes, each against its simulated ideal" do
     Dir.mktmpdir("fair-tenant-demo") do |out|
       root = File.expand_path("../..", __dir__)
       env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
       cmd = [File.join(root, "bin/demo"), "--scenario", "two-megas", "--jobs", "200", "--small-tenants", "5",
-             "--threads", "5", "--job-ms", "5", "--slot-limit", "3", "--modes", "plain,fair_tenant,slots,fair",
-             "--out", out]
+             "--threads", "5", "--job-ms", "5", "--slot-limit", "3",
+             "--modes", "plain,fair_tenant,slots,fair,elastic,static", "--out", out]
       stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
       expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
 
       expect(stdout).to include("Sidekiq #{Sidekiq::VERSION} server processes") # this bundle's Sidekiq
-      expect(stdout).to include("slot limit 3 per tenant (lease 60s)")
+      expect(stdout).to include("slot limit 3 per tenant (lease 60s), fair_fetch+elastic/+static cap 3 per tenant")
       expect(stdout).to match(/^ideal: .*start-time fair order .* on 5 non-preemptive threads/)
-      modes = %w[plain fair_tenant fair_tenant+slots fair_fetch]
+      expect(stdout).to match(/^ideal of fair_fetch\+elastic, fair_fetch\+static: the same, uncapped/)
+      modes = %w[plain fair_tenant fair_tenant+slots fair_fetch fair_fetch+elastic fair_fetch+static]
       num = /\d+\.\d+s/
       ratio = /(\d+\.\d+x|-)/
       peaks = modes.to_h do |mode|
@@ -113,22 +114,61 @@ RSpec.describe "bin/demo" do
       end
       expect(stdout).to match(/^plain +greedy total #{num} \(1\.00x plain\)/)
       small = %r{small p95 / ideal (\d+\.\d+x \(<= 1\.20x: (met|missed)\)|- \(no reference\))}
-      greedy = %r{greedy total / plain \d+\.\d+x \(<= 1\.02x: (met|missed); simulated, SFQ / FIFO: \d+\.\d+x\)}
+      fairness = %r{simulated on its own jobs, SFQ / FIFO: \d+\.\d+x\)}
+      greedy = %r{greedy total / plain \d+\.\d+x \(<= 1\.02x: (met|missed); #{fairness}}
       jain = /Jain's index (\d\.\d{3} \(>= 0\.95: (met|missed)\)|- \(never backlogged together\))/
       expect(stdout).to match(/^fair_fetch targets: #{small}; #{greedy}; #{jain}$/)
+      running = ->(klass) { /#{klass} at most (\d+) running at once per tenant \(limit 3, / }
+      elastic = /elastic, (never above it|above it on spare threads)\)/
+      caps = ->(verdict) { "#{running.call("greedy")}#{verdict}; #{running.call("small")}#{verdict}" }
+      expect(stdout).to match(/^fair_fetch\+elastic targets: #{small}; #{greedy}; #{jain}; #{caps.call(elastic)}$/)
+      static_small = %r{small p95 / ideal (\d+\.\d+x \(no target\)|- \(no reference\))}
+      static_greedy = %r{greedy total / plain \d+\.\d+x \(no target; #{fairness}}
+      never = /never exceeded: met\)/
+      static = "#{static_small}; #{static_greedy}; #{jain}; #{caps.call(never)}"
+      expect(stdout).to match(/^fair_fetch\+static targets: #{static}$/)
       expect(peaks["fair_tenant+slots"]).to be_between(1, 3)
+      expect(peaks["fair_fetch+static"]).to be_between(1, 3)
       expect(peaks.values).to all(be <= 5)
       expect(stdout).not_to include("not available")
-      expect(stderr.scan(%r{\] 215/215 jobs}).size).to eq(4)
-      expect(File.read(File.join(out, "sidekiq-fair_fetch.log"))).not_to match(/error/i)
-      expect(JSON.parse(File.read(File.join(out, "records-fair_fetch.json"))).size).to eq(215)
+      expect(stderr.scan(%r{\] 215/215 jobs}).size).to eq(6)
+      %w[fair_fetch fair_fetch+elastic fair_fetch+static].each do |mode|
+        expect(File.read(File.join(out, "sidekiq-#{mode}.log"))).not_to match(/error/i)
+        expect(JSON.parse(File.read(File.join(out, "records-#{mode}.json"))).size).to eq(215)
+      end
+      # The static cap, from the job records themselves: no tenant ever had more than 3 jobs running at once.
+      static_records = JSON.parse(File.read(File.join(out, "records-fair_fetch+static.json")))
+      static_peaks = static_records.group_by { |r| r["tenant"] }.transform_values do |rs|
+        Demo::Report.peak_concurrency(rs.map { |r| [r["started_at"], r["finished_at"]] })
+      end
+      expect(static_peaks.values).to all(be_between(1, 3))
       %w[wait.png wait.svg].each do |file|
         expect(stdout).to include("chart: #{File.join(out, file)}")
         expect(File.size(File.join(out, file))).to be_positive
       end
       chart = File.read(File.join(out, "wait.gp"))
-      expect(chart.scan(/^set title '(.+)'$/).flatten.uniq).to eq(modes)
+      titles = modes.map { |mode| mode.start_with?("fair_fetch+") ? "#{mode} (at most 3 running per tenant)" : mode }
+      expect(chart.scan(/^set title '(.+)'$/).flatten.uniq).to eq(titles)
       expect(chart.scan("title 'small, ideal'").size).to eq(2 * modes.size) # each panel, PNG and SVG
+    end
+  end
+
+  it "caps every tenant at 2 in the capped fair_fetch modes unless told otherwise, not the slots mode" do
+    Dir.mktmpdir("fair-tenant-demo") do |out|
+      root = File.expand_path("../..", __dir__)
+      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
+      cmd = [File.join(root, "bin/demo"), "--jobs", "40", "--small-tenants", "3", "--threads", "4", "--job-ms", "5",
+             "--modes", "static", "--out", out]
+      stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
+      expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
+
+      expect(stdout).to include("slot limit 3 per tenant (lease 60s), fair_fetch+elastic/+static cap 2 per tenant")
+      # Without plain there is no greedy total to compare: said so, not guessed.
+      fairness = %r{simulated on its own jobs, SFQ / FIFO: \d+\.\d+x\)}
+      ratios = %r{small p95 / ideal \S+ \(no target\); greedy total / plain - \(no reference; #{fairness}}
+      cap = /greedy at most [12] running at once per tenant \(limit 2, never exceeded: met\)/
+      expect(stdout).to match(/^fair_fetch\+static targets: #{ratios}; #{cap}; small at most [12] running/)
+      expect(stdout).not_to match(/^fair_fetch targets/)
     end
   end
 end

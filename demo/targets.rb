@@ -1,0 +1,93 @@
+# frozen_string_literal: true
+
+require_relative "records"
+
+module Demo
+  # The last lines of bin/demo's report: the fair_fetch modes against their targets, each figure a ratio
+  # measured in this one run. fair_fetch (issue 12) and fair_fetch+elastic (issue 13): small tenants' p95 wait
+  # against the simulated ideal's, the greedy tenants' total time against plain's (with what fairness itself
+  # costs them, simulated on the mode's own jobs), Jain's index of two greedy tenants. fair_fetch+static prints
+  # the same ratios without targets (its greedy tenant gets limit threads out of all, so its total is bound to
+  # grow): its target is that no tenant ever ran more jobs at once than its limit (as the job records show).
+  class Targets
+    include Records
+
+    SMALL_P95_TARGET = 1.2
+    GREEDY_TOTAL_TARGET = 1.02
+    JAIN_TARGET = 0.95
+    STATIC = "fair_fetch+static"
+
+    # results: { mode => [measured records, ideal records] }; caps: { mode => running jobs per tenant }.
+    def initialize(results, threads:, two_megas:, caps:)
+      @results = results
+      @threads = threads
+      @two_megas = two_megas
+      @caps = caps
+      @plain_greedy = results["plain"] && greedy_total(results["plain"].first)
+    end
+
+    def line(mode)
+      records, ideal = @results.fetch(mode)
+      target = mode != STATIC
+      small_p95 = ->(rs) { Report.percentile(waits(of_class(rs, "small")), 95) }
+      checks = [check("small p95 / ideal", small_p95.call(records), small_p95.call(ideal),
+                      target && SMALL_P95_TARGET)]
+      checks << greedy_check(records, ideal, target && GREEDY_TOTAL_TARGET)
+      checks << jain_check(records) if @two_megas
+      checks.concat(cap_checks(mode, records)) if @caps.key?(mode)
+      "#{mode} targets: #{checks.join("; ")}"
+    end
+
+    private
+
+    # The most jobs one tenant ran at once, greedy and small tenants, against the limit.
+    def cap_checks(mode, records)
+      limit = @caps.fetch(mode)
+      %w[greedy small].filter_map do |klass|
+        peak = peak_running(of_class(records, klass))
+        next unless peak
+
+        verdict = if mode == STATIC
+                    peak <= limit ? "never exceeded: met" : "EXCEEDED by #{peak - limit}: missed"
+                  else
+                    peak <= limit ? "elastic, never above it" : "elastic, above it on spare threads"
+                  end
+        "#{klass} at most #{peak} running at once per tenant (limit #{limit}, #{verdict})"
+      end
+    end
+
+    # limit false: the ratio alone.
+    def check(name, value, reference, limit)
+      return "#{name} - (no reference)" unless value && reference&.positive?
+
+      ratio = value / reference
+      return format("%<name>s %<ratio>.2fx (no target)", name: name, ratio: ratio) unless limit
+
+      verdict = ratio <= limit ? "met" : "missed"
+      format("%<name>s %<ratio>.2fx (<= %<limit>.2fx: %<verdict>s)", name: name, ratio: ratio, limit: limit,
+                                                                     verdict: verdict)
+    end
+
+    # With what fairness itself costs the greedy tenants: this run's jobs (arrivals, measured durations)
+    # simulated in SFQ order against the same jobs simulated first in first out (small tenants' jobs no longer
+    # wait behind all of theirs). The same jobs on both sides, so the run-to-run difference in job durations
+    # (sleep overshoot under load) stays out of it.
+    def greedy_check(records, ideal, target)
+      measured = check("greedy total / plain", greedy_total(records), @plain_greedy, target)
+      fifo = greedy_total(Report.ideal(records, @threads, fifo: true))
+      return measured unless fifo&.positive?
+
+      measured.sub(/\)\z/, format("; simulated on its own jobs, SFQ / FIFO: %<ratio>.2fx)",
+                                  ratio: greedy_total(ideal) / fifo))
+    end
+
+    def jain_check(records)
+      index = jain(records).last
+      return "Jain's index - (never backlogged together)" unless index
+
+      verdict = index >= JAIN_TARGET ? "met" : "missed"
+      format("Jain's index %<index>.3f (>= %<target>.2f: %<verdict>s)", index: index, target: JAIN_TARGET,
+                                                                        verdict: verdict)
+    end
+  end
+end
