@@ -243,6 +243,18 @@ impl Sfq {
         }
     }
 
+    /// A job back to the *front* of the tenant's backlog (requeued or recovered: it runs next for that
+    /// tenant), the tenant activated when its backlog was empty. Returns whether it was.
+    pub fn push_front(&mut self, tenant: &str, job: u64) -> bool {
+        let list = self.backlog.entry(tenant.to_string()).or_default();
+        list.push_front(job);
+        let activated = list.len() == 1;
+        if activated {
+            self.activate(tenant);
+        }
+        activated
+    }
+
     fn activate(&mut self, tenant: &str) {
         if self.weight(tenant) == 0.0 {
             self.paused.push(tenant.to_string());
@@ -391,6 +403,21 @@ mod tests {
         assert_eq!(served(&mut sfq, 5), vec!["q".to_string()]);
         sfq.set_weight("p", 2.0);
         assert_eq!(sfq.pop(), Some(("p".into(), 1)));
+    }
+
+    #[test]
+    fn a_job_pushed_to_the_front_runs_next_for_its_tenant() {
+        let mut sfq = Sfq::new();
+        sfq.push("a", 1);
+        sfq.push("a", 2);
+        sfq.push("b", 3);
+        assert_eq!(sfq.pop(), Some(("a".into(), 1)));
+        assert!(!sfq.push_front("a", 1)); // "a" kept its place: still backlogged
+        assert_eq!(served(&mut sfq, 1), ["b"]);
+        assert_eq!(sfq.pop(), Some(("a".into(), 1)));
+        assert_eq!(sfq.pop(), Some(("a".into(), 2)));
+        assert!(sfq.push_front("b", 3)); // an idle tenant is activated, at V (no banked credit)
+        assert_eq!(sfq.pop(), Some(("b".into(), 3)));
     }
 
     #[test]

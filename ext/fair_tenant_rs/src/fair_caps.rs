@@ -4,22 +4,36 @@
 //! A job may carry a slot: a scope (a tenant's jobs in a queue, or a key several tenants may share),
 //! a limit (the job's own; a runtime limit set with [`CappedSfq::set_limit`] beats it) and whether the
 //! cap is elastic.
-//! - a served job takes its slot (it joins the scope's holders); [`CappedSfq::finish`] gives it back;
+//! - a served job takes its slot (it joins the scope's holders); [`CappedSfq::finish`] gives it back,
+//!   as does [`CappedSfq::requeue`], which puts the job back in front of its tenant's backlog;
 //! - the ready tenant with the smallest start tag is served, as in [`Sfq`]; a tenant whose head job
 //!   cannot take its slot leaves the rotation with its start tag, the job back at the front (FIFO), and
 //!   waits on the scope: in `capped` under a static cap or a limit of 0 (a wall, even with idle threads),
 //!   in `over` under an elastic cap above 0;
 //! - while no tenant is ready, `over` tenants are served in the same fair order, past their limit
-//!   (work-conserving): a tenant with a new job, or back under its limit, comes first;
+//!   (work-conserving): a tenant with a new job, or back under its limit, comes first. One served from
+//!   `over` starts at max(its tag, V): its tag stayed behind while ready tenants moved V on, and V never
+//!   goes backwards;
 //! - a tenant served up to its limit whose next job has the same scope leaves at once, at its next start
 //!   tag; one whose next job has another, full scope finds out when it is next at the head;
-//! - a release or a raised limit wakes the scope's waiting tenants, smallest start tag first, one per
-//!   free slot, into `ready` at start tag max(theirs, V): a wait banks no credit; an elastic tenant
-//!   leaves `over` the same way once under its limit;
+//! - a tenant waits on one scope at a time, its head job's: its waiting entry goes when it leaves where it
+//!   waits (woken, served from `over` into `ready`, its backlog emptied, paused, moved between `over` and
+//!   `capped`), so a release of that scope never wakes it once it waits elsewhere;
+//! - a release or a raised limit wakes the scope's waiting tenants, smallest start tag first (ties: those
+//!   in `capped`, then activation, as the Lua's "c"/"o" entries sort), one per free slot, into `ready` at
+//!   start tag max(theirs, V): a wait banks no credit; an elastic tenant leaves `over` the same way once
+//!   under its limit;
+//! - a paused tenant (weight 0) met at the head leaves the rotation and passes the wake on: the next
+//!   tenant waiting on its head job's scope is woken, so a slot it was woken for is not left unused;
+//! - a job requeued in front of a held-back tenant brings the tenant back into `ready` (max(tag, V)): the
+//!   job now at its head may need no slot, or another one;
 //! - a running job is never interrupted: a lowered limit holds back only jobs not yet served.
 //!
-//! Leases are time and left out (in Redis an expired holder is dropped when it stands in the way, and
-//! the sweep wakes waiters as a release does), as is the Lua's bound of 100 hold-backs per fetch.
+//! The fetch script serves a tenant woken by the acknowledgements riding with it straight from where it
+//! waited when its turn comes first; it must decide as [`CappedSfq::finish`] for each, then
+//! [`CappedSfq::pop`], decide here. Leases are time and left out (in Redis an expired holder is dropped when it stands
+//! in the way, and the sweep wakes waiters as a release does), as are draining (which ignores caps) and
+//! the Lua's bound of 100 hold-backs per fetch.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -52,11 +66,17 @@ impl Slot {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Where a backlogged tenant is. The order of `Capped` before `Over` is that of the Lua's waiting entries
+/// ("c…" before "o…" at an equal start tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Tier {
     Ready,
+    Capped,
     Over,
 }
+
+/// A waiting entry: start tag, where the tenant waits (`Capped` or `Over`), its activation.
+type Wait = (Tag, Tier, u64);
 
 /// [`Sfq`] with concurrency caps: what `lua/fair_caps.lua` does, without Redis or time.
 #[derive(Debug, Default)]
@@ -68,8 +88,12 @@ pub struct CappedSfq {
     over: BTreeMap<Place, String>,
     slots: HashMap<u64, Slot>,
     holders: HashMap<String, BTreeSet<u64>>,
-    /// Per scope, the tenants waiting on it, by start tag (then activation, as the Lua's member).
-    waiting: HashMap<String, BTreeMap<Place, String>>,
+    /// Per scope, the tenants waiting on it.
+    waiting: HashMap<String, BTreeMap<Wait, String>>,
+    /// Per tenant in `capped` or `over`: the scope it waits on and its entry there.
+    waits: HashMap<String, (String, Wait)>,
+    /// Jobs served and not yet finished or requeued, and their tenants.
+    inflight: HashMap<u64, String>,
     limits: HashMap<String, usize>,
 }
 
@@ -78,6 +102,7 @@ impl CappedSfq {
         CappedSfq::default()
     }
 
+    /// A tenant's weight; 0 pauses it (met at the head, it leaves the rotation), above 0 resumes it.
     pub fn set_weight(&mut self, tenant: &str, weight: f64) {
         self.sfq.set_weight(tenant, weight);
     }
@@ -90,7 +115,8 @@ impl CappedSfq {
         self.sfq.push(tenant, job);
     }
 
-    /// The next job in fair order and its tenant; the job holds its slot until [`CappedSfq::finish`].
+    /// The next job in fair order and its tenant; the job holds its slot until [`CappedSfq::finish`] or
+    /// [`CappedSfq::requeue`].
     pub fn pop(&mut self) -> Option<(String, u64)> {
         loop {
             let (tier, (&at, tenant)) = match self.sfq.ready.first_key_value() {
@@ -98,59 +124,38 @@ impl CappedSfq {
                 None => (Tier::Over, self.over.first_key_value()?),
             };
             let tenant = tenant.clone();
-            let w = self.sfq.weight(&tenant);
-            let job = match self.sfq.backlog.get_mut(&tenant) {
-                Some(list) if w > 0.0 => list.pop_front(),
-                _ => None,
+            let start = match tier {
+                Tier::Ready => at.0 .0,
+                _ => at.0 .0.max(self.sfq.v),
             };
-            self.tier(tier).remove(&at);
-            let Some(job) = job else {
-                if w == 0.0 {
-                    self.sfq.paused.push(tenant);
-                }
-                continue;
-            };
-            let slot = self.slots.get(&job).cloned();
-            let (mut running, mut limit) = (0, 0);
-            if let Some(slot) = &slot {
-                match self.take_slot(slot, job, tier == Tier::Over) {
-                    Ok(taken) => (running, limit) = taken,
-                    Err(limit) => {
-                        self.sfq.backlog.get_mut(&tenant)?.push_front(job);
-                        self.hold_back(tenant, at, slot, limit);
-                        continue;
-                    }
-                }
+            if let Some(job) = self.turn(tier, at, &tenant, start) {
+                self.inflight.insert(job, tenant.clone());
+                return Some((tenant, job));
             }
-            if let Some(finish) = self.sfq.served(&tenant, at.0 .0, w) {
-                let place = (Tag(finish), at.1);
-                let next = self.sfq.backlog[&tenant].front();
-                match (&slot, next.and_then(|j| self.slots.get(j)).cloned()) {
-                    (Some(slot), Some(next)) if next.scope == slot.scope && running >= limit => {
-                        self.hold_back(tenant.clone(), place, &next, limit)
-                    }
-                    _ => {
-                        self.sfq.ready.insert(place, tenant.clone());
-                    }
-                }
-            }
-            return Some((tenant, job));
         }
     }
 
     /// A served job is done (acknowledged): its slot is given back and waiting tenants are woken.
     /// Idempotent.
     pub fn finish(&mut self, job: u64) {
-        let Some(slot) = self.slots.get(&job) else {
+        if self.inflight.remove(&job).is_some() {
+            self.release(job);
+        }
+    }
+
+    /// A served job back to the front of its tenant's backlog (requeued, or recovered from a dead
+    /// process): its slot is given back, and a tenant held back on its former head job's scope rejoins
+    /// `ready`. Idempotent.
+    pub fn requeue(&mut self, job: u64) {
+        let Some(tenant) = self.inflight.remove(&job) else {
             return;
         };
-        let released = self
-            .holders
-            .get_mut(&slot.scope)
-            .is_some_and(|h| h.remove(&job));
-        if released {
-            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
-            self.wake(&scope, limit);
+        self.release(job);
+        if !self.sfq.push_front(&tenant, job) {
+            if let Some((_, (tag, tier, seq))) = self.forget(&tenant) {
+                self.tier(tier).remove(&(tag, seq));
+                self.rejoin(tenant, tag, seq);
+            }
         }
     }
 
@@ -175,15 +180,75 @@ impl CappedSfq {
         self.over.values().map(String::as_str).collect()
     }
 
+    /// Tenants waiting on a scope, first to be woken first.
+    pub fn waiting(&self, scope: &str) -> Vec<&str> {
+        self.waiting
+            .get(scope)
+            .map_or_else(Vec::new, |w| w.values().map(String::as_str).collect())
+    }
+
     fn tier(&mut self, tier: Tier) -> &mut BTreeMap<Place, String> {
         match tier {
             Tier::Ready => &mut self.sfq.ready,
+            Tier::Capped => &mut self.capped,
             Tier::Over => &mut self.over,
         }
     }
 
     fn limit(&self, slot: &Slot) -> usize {
         self.limits.get(&slot.scope).copied().unwrap_or(slot.limit)
+    }
+
+    /// One turn of the tenant at `at` in `tier`, starting at `start`: its oldest job if the job can
+    /// take its slot (V moves to `start`, the tenant's next job starts at start + 1 / weight, in `ready`,
+    /// or held back when that job's scope is now full); else it is held back. A paused tenant leaves the
+    /// rotation and passes the wake on. Returns the job served.
+    fn turn(&mut self, tier: Tier, at: Place, tenant: &str, start: f64) -> Option<u64> {
+        self.tier(tier).remove(&at);
+        let w = self.sfq.weight(tenant);
+        let job = match self.sfq.backlog.get_mut(tenant) {
+            Some(list) if w > 0.0 => list.pop_front(),
+            _ => None,
+        };
+        let Some(job) = job else {
+            self.forget(tenant);
+            if w == 0.0 {
+                self.sfq.paused.push(tenant.to_string());
+                self.pass_on(tenant);
+            }
+            return None;
+        };
+        let slot = self.slots.get(&job).cloned();
+        let (mut running, mut limit) = (0, 0);
+        if let Some(slot) = &slot {
+            match self.take_slot(slot, job, tier == Tier::Over) {
+                Ok(taken) => (running, limit) = taken,
+                Err(limit) => {
+                    self.sfq.backlog.get_mut(tenant)?.push_front(job);
+                    self.hold_back(tenant, (Tag(start), at.1), slot, limit);
+                    return None;
+                }
+            }
+        }
+        match self.sfq.served(tenant, start, w) {
+            Some(finish) => {
+                let place = (Tag(finish), at.1);
+                let next = self.sfq.backlog[tenant].front();
+                match (&slot, next.and_then(|j| self.slots.get(j)).cloned()) {
+                    (Some(slot), Some(next)) if next.scope == slot.scope && running >= limit => {
+                        self.hold_back(tenant, place, &next, limit)
+                    }
+                    _ => {
+                        self.forget(tenant);
+                        self.sfq.ready.insert(place, tenant.to_string());
+                    }
+                }
+            }
+            None => {
+                self.forget(tenant);
+            }
+        }
+        Some(job)
     }
 
     /// Takes the job's slot when its scope has room, or past the limit when `beyond` (an elastic cap
@@ -198,44 +263,81 @@ impl CappedSfq {
         Ok((holders.len(), limit))
     }
 
-    /// The tenant leaves the rotation at `place` and waits on the slot's scope: to `over` under an
-    /// elastic cap above 0, else to `capped`.
-    fn hold_back(&mut self, tenant: String, place: Place, slot: &Slot, limit: usize) {
-        let waiting = self.waiting.entry(slot.scope.clone()).or_default();
-        waiting.retain(|at, _| at.1 != place.1); // one entry per tenant (its activation), re-scored
-        waiting.insert(place, tenant.clone());
+    /// The tenant (out of any tier) waits on the slot's scope at `place`: in `over` under an elastic cap
+    /// above 0, else in `capped`. Its entry replaces the one it had.
+    fn hold_back(&mut self, tenant: &str, place: Place, slot: &Slot, limit: usize) {
         let to = if slot.elastic && limit > 0 {
-            &mut self.over
+            Tier::Over
         } else {
-            &mut self.capped
+            Tier::Capped
         };
-        to.insert(place, tenant);
+        self.forget(tenant);
+        let entry = (place.0, to, place.1);
+        self.waiting
+            .entry(slot.scope.clone())
+            .or_default()
+            .insert(entry, tenant.to_string());
+        self.waits
+            .insert(tenant.to_string(), (slot.scope.clone(), entry));
+        self.tier(to).insert(place, tenant.to_string());
     }
 
-    /// Wakes the scope's waiting tenants, smallest start tag first, one per free slot, into `ready` at
-    /// max(their tag, V). An entry whose tenant is in neither `capped` nor `over` is dropped uncounted.
+    /// Drops the tenant's waiting entry, if it has one (it leaves where it waited); returns it.
+    fn forget(&mut self, tenant: &str) -> Option<(String, Wait)> {
+        let (scope, entry) = self.waits.remove(tenant)?;
+        if let Some(waiting) = self.waiting.get_mut(&scope) {
+            waiting.remove(&entry);
+            if waiting.is_empty() {
+                self.waiting.remove(&scope);
+            }
+        }
+        Some((scope, entry))
+    }
+
+    /// Into `ready` at max(tag, V): a wait banks no credit.
+    fn rejoin(&mut self, tenant: String, tag: Tag, seq: u64) {
+        let tag = Tag(tag.0.max(self.sfq.v));
+        self.sfq.ready.insert((tag, seq), tenant);
+    }
+
+    /// A served job's slot back, and waiting tenants woken into it.
+    fn release(&mut self, job: u64) {
+        let Some(slot) = self.slots.get(&job) else {
+            return;
+        };
+        let released = self
+            .holders
+            .get_mut(&slot.scope)
+            .is_some_and(|h| h.remove(&job));
+        if released {
+            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
+            self.wake(&scope, limit);
+        }
+    }
+
+    /// A paused tenant gives up the slot it may have been woken for: the next tenant waiting on its head
+    /// job's scope is woken (as a release would).
+    fn pass_on(&mut self, tenant: &str) {
+        let head = self.sfq.backlog.get(tenant).and_then(|l| l.front());
+        if let Some(slot) = head.and_then(|j| self.slots.get(j)) {
+            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
+            self.wake(&scope, limit);
+        }
+    }
+
+    /// Wakes the scope's waiting tenants, first in line first, one per free slot (holders below the
+    /// limit; tenants woken earlier and not yet served are not counted), into `ready` at max(tag, V).
     fn wake(&mut self, scope: &str, limit: usize) {
         let free = limit.saturating_sub(self.running(scope));
-        let mut woken = 0;
-        while woken < free {
-            let Some((at, tenant)) = self.waiting.get_mut(scope).and_then(BTreeMap::pop_first)
+        for _ in 0..free {
+            let Some(&(tag, tier, seq)) = self.waiting.get(scope).and_then(|w| w.keys().next())
             else {
                 break;
             };
-            let mut tag = at.0 .0;
-            let member = |place: &Place| place.1 == at.1;
-            if let Some(place) = self.capped.keys().copied().find(member) {
-                self.capped.remove(&place);
-            } else if let Some(place) = self.over.keys().copied().find(member) {
-                self.over.remove(&place);
-                tag = place.0 .0;
-            } else {
-                continue;
-            }
-            self.sfq
-                .ready
-                .insert((Tag(tag.max(self.sfq.v)), at.1), tenant);
-            woken += 1;
+            let tenant = self.tier(tier).remove(&(tag, seq));
+            let tenant = tenant.expect("a waiting entry names where its tenant waits");
+            self.forget(&tenant);
+            self.rejoin(tenant, tag, seq);
         }
     }
 }
@@ -605,5 +707,117 @@ mod tests {
                 .collect();
             assert!(jobs.windows(2).all(|w| w[0] < w[1]), "{tenant}: {jobs:?}");
         }
+    }
+
+    /// Serves `n` jobs, each finished at once; returns their tenants.
+    fn serve_and_finish(q: &mut CappedSfq, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let (tenant, job) = q.pop().unwrap();
+                q.finish(job);
+                tenant
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tenant_served_from_over_starts_at_v_which_never_goes_backwards() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "e", 0..5, Some(Slot::elastic("e", 1)));
+        assert_eq!(q.pop(), Some(("e".into(), 0)));
+        assert_eq!(q.over(), ["e"]); // at start tag 1
+        push_jobs(&mut q, "u", 100..150, None);
+        assert!(serve_and_finish(&mut q, 50).iter().all(|t| t == "u"));
+        let v = q.sfq.v;
+        assert_eq!(v, 49.0);
+        // Nobody ready: "e" is served past its limit, at V (not at its tag 1, which would move V back).
+        assert_eq!(q.pop(), Some(("e".into(), 1)));
+        assert_eq!(q.sfq.v, v);
+        // So a newcomer starts at V too and gets its share, not a burst of 48 jobs.
+        push_jobs(&mut q, "n", 200..250, None);
+        push_jobs(&mut q, "u", 150..200, None);
+        let next = serve_and_finish(&mut q, 30);
+        let n = next.iter().filter(|t| *t == "n").count();
+        assert!((14..=16).contains(&n), "{next:?}");
+    }
+
+    #[test]
+    fn a_tenant_that_leaves_over_stops_waiting_on_its_scope() {
+        let mut q = CappedSfq::new();
+        q.push("y", 1, Some(Slot::elastic("b", 1)));
+        assert_eq!(q.pop(), Some(("y".into(), 1)));
+        q.push("x", 2, Some(Slot::elastic("a", 1)));
+        q.push("x", 3, Some(Slot::elastic("a", 1)));
+        q.push("x", 4, Some(Slot::elastic("b", 1)));
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+        assert_eq!((q.over(), q.waiting("a")), (vec!["x"], vec!["x"]));
+        // Nobody ready: "x" is served from over, and its next job (scope b) takes it to ready.
+        assert_eq!(q.pop(), Some(("x".into(), 3)));
+        assert!(q.over().is_empty() && q.waiting("a").is_empty());
+        push_jobs(&mut q, "u", 10..20, None);
+        assert_eq!(q.pop(), Some(("u".into(), 10)));
+        // "x" meets the full scope b: it waits in over on b (and only there).
+        assert_eq!(q.pop(), Some(("u".into(), 11)));
+        assert_eq!((q.over(), q.waiting("b")), (vec!["x"], vec!["x"]));
+        q.push("z", 30, Some(Slot::elastic("a", 1)));
+        assert_eq!(q.pop(), Some(("u".into(), 12)));
+        assert_eq!(q.waiting("a"), ["z"]);
+        // Scope a gets a free slot: "z" is woken, not "x" (which waits on b).
+        q.finish(2);
+        q.finish(3);
+        assert_eq!((q.over(), q.waiting("b")), (vec!["x"], vec!["x"]));
+        assert!(q.waiting("a").is_empty());
+        let next: Vec<String> = (0..2).map(|_| q.pop().unwrap().0).collect();
+        assert!(next.contains(&"z".to_string()), "{next:?}");
+    }
+
+    #[test]
+    fn a_paused_tenant_passes_its_wake_on() {
+        let mut q = CappedSfq::new();
+        q.push("w", 1, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("w".into(), 1)));
+        q.push("x", 2, Some(Slot::fixed("a", 1)));
+        q.push("z", 3, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x", "z"]);
+        q.set_weight("x", 0.0); // paused while it waits
+        q.finish(1); // wakes "x", first in line
+        assert_eq!(q.capped(), ["z"]);
+        // "x" meets its pause at the head and leaves: the free slot goes to "z", not to waste.
+        assert_eq!(q.pop(), Some(("z".into(), 3)));
+        assert!(q.capped().is_empty());
+        assert_eq!(q.sfq.paused, ["x"]);
+        // Resumed, "x" meets the full scope again and waits.
+        q.set_weight("x", 1.0);
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x"]);
+        q.finish(3);
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+    }
+
+    #[test]
+    fn a_job_requeued_in_front_of_a_held_back_tenant_brings_it_back() {
+        let mut q = CappedSfq::new();
+        q.push("w", 1, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("w".into(), 1)));
+        q.push("x", 2, None);
+        q.push("x", 3, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x"]);
+        // Job 2 needs no slot: back in front, it is servable, and "x" with it.
+        q.requeue(2);
+        assert!(q.capped().is_empty());
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+        assert_eq!(q.pop(), None);
+        // Requeued, a job gives its slot back (waking "x"), and its idle tenant rejoins.
+        q.requeue(1);
+        q.requeue(1); // idempotent: no longer in flight
+        assert_eq!((q.running("a"), q.capped()), (0, vec![]));
+        assert_eq!(q.pop(), Some(("w".into(), 1))); // back at V = 1, before "x" at 2
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x"]);
+        q.finish(1);
+        assert_eq!(q.pop(), Some(("x".into(), 3)));
     }
 }
