@@ -155,6 +155,12 @@ end
 local function release_slot(job, tokens)
   local slot = slot_of(job)
   if not slot or redis.call('ZREM', slot.holders, slot.jid) == 0 then return end
+  if type(tokens) == 'table' then
+    -- Tenants an earlier acknowledgement of this fetch woke read the scope's count before this release.
+    for _, w in ipairs(tokens) do
+      if same_scope(w.known.slot, slot) then w.known.running = w.known.running - 1 end
+    end
+  end
   wake(slot, nil, tokens)
 end
 
@@ -188,17 +194,22 @@ local function push_front(k, tenant, job, queue)
       redis.call('ZREM', held_on.waiting, entry)
       local from = entry:sub(1, 1) == 'o' and k.over or k.capped
       local tag = tonumber(redis.call('ZSCORE', from, member))
-      if tag then rejoin(k, from, member, tag) end
-      return
+      if tag then -- else a stale entry: look on
+        rejoin(k, from, member, tag)
+        return
+      end
     end
   end
 end
 
 -- A tenant that leaves the rotation for `paused` gives up a slot it may have been woken for: the next
--- tenant waiting on its next job's scope is woken instead.
-local function pass_on(k, list)
+-- tenant waiting on its next job's scope is woken instead. Met where it waited (over), it also drops its
+-- waiting entry there (`entry`).
+local function pass_on(k, list, entry)
   local slot = slot_of(redis.call('LINDEX', list, 0))
-  if slot then wake(slot, nil, true) end
+  if not slot then return end
+  if entry then redis.call('ZREM', slot.waiting, entry) end
+  wake(slot, nil, true)
 end
 
 -- One turn of a tenant: its oldest job, if it can take its slot; the virtual time moves to `start` and the
@@ -213,7 +224,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   if w == 0 then
     redis.call('ZREM', tier, member)
     redis.call('SADD', k.paused, tenant)
-    pass_on(k, list)
+    pass_on(k, list, tier ~= k.ready and not known and waiting_entry(k, queue, tier, member))
     return nil
   elseif not job then
     redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
@@ -263,14 +274,19 @@ end
 -- The tenant woken by this call's acknowledgements, if its turn comes before every ready tenant's: it is
 -- served straight from where it waited (no move to `ready` and back). Others of this queue rejoin `ready`.
 local function woken_turn(k, queue, woken)
-  local best
+  local v, best, best_start
   for i, w in ipairs(woken) do
-    if w.k.ready == k.ready and (best == nil or w.tag < woken[best].tag) then best = i end
+    if w.k.ready == k.ready then
+      v = v or tonumber(redis.call('HGET', k.state, 'v')) or 0
+      local start = w.tag > v and w.tag or v
+      if best == nil or start < best_start or (start == best_start and w.member < woken[best].member) then
+        best, best_start = i, start
+      end
+    end
   end
   if not best then return nil end
   local w = table.remove(woken, best)
-  local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
-  local start = w.tag > v and w.tag or v
+  local start = best_start
   local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
   if #top > 0 and (tonumber(top[2]) < start or (tonumber(top[2]) == start and top[1] < w.member)) then
     redis.call('ZREM', w.from, w.member)
