@@ -165,7 +165,7 @@ redis.flushdb
 puts
 puts format("  a capped tenant (limit 2) with 1,000 or 10,000 jobs waiting, 2 uncapped tenants, 10 jobs in " \
             "flight, %d jobs per cell:", FAIR_FETCHES)
-puts format("  %-22s %8s %12s %22s %12s", "", "waiting", "Redis cmds", "of them capped tenant", "server us")
+puts format("  %-22s %8s %12s %22s %12s", "", "waiting", "Redis cmds", "capped tenant's share", "server us")
 baseline = {}
 [["uncapped", nil], ["static limit 2", 0], ["elastic limit 2", 1]].each do |name, elastic|
   [1_000, 10_000].each do |waiting|
