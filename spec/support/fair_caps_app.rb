@@ -5,6 +5,7 @@
 # scope ran at once.
 require "json"
 require "logger"
+require "active_support/notifications"
 require "sidekiq"
 require "sidekiq/fair_tenant"
 
@@ -19,6 +20,7 @@ require_relative "parent_watch"
 
 module FairCapsApp
   EVENTS = "spec:caps:events"
+  PARKED = "spec:caps:parked"
 
   def self.record(event, jid, scope, index)
     Sidekiq.redis do |conn|
@@ -26,6 +28,11 @@ module FairCapsApp
                                                "pid" => Process.pid,
                                                "at" => Process.clock_gettime(Process::CLOCK_REALTIME)))
     end
+  end
+
+  # Every job the server middleware parks (only jobs of queues that are not fair should ever be).
+  ActiveSupport::Notifications.subscribe("park.sidekiq_fair_tenant") do |*, payload|
+    Sidekiq.redis { |conn| conn.call("RPUSH", PARKED, payload[:jid].to_s) }
   end
 
   # args: tenant, index, sleep_ms; the scope is the tenant.

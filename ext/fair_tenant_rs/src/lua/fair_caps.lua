@@ -289,8 +289,10 @@ local function woken_turn(k, queue, woken)
   local start = best_start
   local top = redis.call('ZRANGE', k.ready, 0, 0, 'WITHSCORES')
   if #top > 0 and (tonumber(top[2]) < start or (tonumber(top[2]) == start and top[1] < w.member)) then
+    -- This call serves the tenant ahead of it; an idle fetcher is woken for this one (its slot is free).
     redis.call('ZREM', w.from, w.member)
     redis.call('ZADD', k.ready, start, w.member)
+    add_tokens(k, 1, FAIR_TOKEN_CAP)
     return nil
   end
   return turn(k, queue, w.from, w.member, start, false, w.known)
