@@ -75,7 +75,9 @@ module FairBench
   def fetch_cost(name, count)
     fetch = Sidekiq::FairTenant::FairFetch.new(queues: [name])
     fetch.retrieve_work.acknowledge # registers, loads the scripts
-    measure(count) { count.times { fetch.retrieve_work.acknowledge } }
+    cost = measure(count) { count.times { fetch.retrieve_work.acknowledge } }
+    fetch.flush_acks # not left for the exit hook, which would find the server gone
+    cost
   end
 
   # A fair queue with `waiting` jobs of tenant "big" (carrying `slot`, or none) and `others` jobs each of two
@@ -105,6 +107,7 @@ module FairBench
         big += 1 if units.last.job.include?('"jid":"big-')
       end
     end
+    fetch.flush_acks
     cost.merge(capped_share: big.to_f / count)
   end
 
