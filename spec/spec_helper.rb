@@ -29,6 +29,20 @@ Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=) #
 module SpecHelpers
   SIDEKIQ7 = Gem::Version.new(Sidekiq::VERSION) >= Gem::Version.new("7")
 
+  # Polls the block until it returns something truthy, which it returns. On timeout it raises naming `what`, with
+  # the last lines of each Sidekiq process's log (the example's `servers`, when it has them).
+  def wait_for(what, timeout: 60, every: 0.05)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
+    until (result = yield)
+      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+        logs = (respond_to?(:servers) ? servers : []).map { |s| File.read(s.log).lines.last(30).join }.join("\n")
+        raise "timed out waiting for #{what}; sidekiq logs:\n#{logs}"
+      end
+      sleep every
+    end
+    result
+  end
+
   # Sidekiq 7 dropped the module-level config (Sidekiq.options, Sidekiq.client_middleware, ...).
   def sidekiq_config
     SIDEKIQ7 ? Sidekiq.default_configuration : Sidekiq

@@ -30,18 +30,6 @@ RSpec.describe "Caps inside fair queues" do
   def starts(scope = nil) = events.select { |e| e["event"] == "start" && (scope.nil? || e["scope"] == scope) }
   def finished(scope = nil) = events.count { |e| e["event"] == "finish" && (scope.nil? || e["scope"] == scope) }
 
-  def wait_for(what, timeout: 60)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    until (result = yield)
-      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-        logs = servers.map { |s| File.read(s.log).then { |log| log[-2000..] || log } }
-        raise "timed out waiting for #{what}; sidekiq logs: #{logs}"
-      end
-      sleep 0.05
-    end
-    result
-  end
-
   # [time, running] after each start and finish of the scope's jobs, in time order.
   def running_steps(scope)
     running = 0

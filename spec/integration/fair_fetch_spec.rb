@@ -40,18 +40,6 @@ RSpec.describe "Fair fetch" do
     redis.lrange(FairApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }.select { |e| e["event"] == kind }
   end
 
-  def wait_for(what, timeout: 30)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    until (result = yield)
-      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-        logs = servers.map { |s| File.read(s.log).lines.last(30).join }.join("\n")
-        raise "timed out waiting for #{what}; server logs:\n#{logs}"
-      end
-      sleep 0.05
-    end
-    result
-  end
-
   def backlog = redis.hget("#{base}state", "n").to_i
 
   describe "pushing" do

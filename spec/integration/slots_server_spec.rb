@@ -18,18 +18,6 @@ RSpec.describe "Concurrency slots in real Sidekiq processes" do
   def events = redis.lrange(SlotsApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
   def finished(tenant = nil) = events.count { |e| e["event"] == "finish" && (tenant.nil? || e["tenant"] == tenant) }
 
-  def wait_for(what, timeout: 60)
-    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
-    until yield
-      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
-        logs = servers.map { |s| File.read(s.log).then { |log| log[-2000..] || log } }
-        raise "timed out waiting for #{what}; sidekiq logs: #{logs}"
-      end
-
-      sleep 0.1
-    end
-  end
-
   # Most jobs of `tenant` running at the same moment, from start/finish events.
   def max_running(tenant)
     running = 0
