@@ -22,12 +22,13 @@ module Sidekiq
       # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip.
       ADOPT_BATCH = 100
 
-      attr_reader :inflight_key
+      attr_reader :inflight_key, :identity
 
-      # Sidekiq 7.x/8.x pass a capsule; 6.4 its options Hash.
-      def initialize(capsule_or_options)
+      # Sidekiq 7.x/8.x pass a capsule; 6.4 its options Hash. `identity` names the in-flight list (Sidekiq's
+      # heartbeat identity of this process unless given).
+      def initialize(capsule_or_options, identity: FairFetch.identity)
         @capsule, @strict, @queues = FairFetch.queue_settings(capsule_or_options)
-        @identity = FairFetch.identity
+        @identity = identity
         @inflight_key = Native::Fair.inflight_key(@identity)
         @registered = false
         init_acks
