@@ -11,13 +11,11 @@ module Sidekiq
       # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
       # suspected, on the connection it fetches with, so jobs stay in their shard.
       #
-      # Payloads move as bytes. A job interrupted MAX_INTERRUPTIONS times, and a payload that is not a job,
+      # Payloads move as bytes. A job interrupted Interruptions::MAX times, and a payload that is not a job,
       # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
       module Recovery
         INTERVAL = 15
         LAPSE = Native::Fair::RECOVERY_LAPSE_SECONDS
-        MAX_INTERRUPTIONS = 3
-        COUNT = "fair_tenant_interrupted"
         REGISTRY = Native::Fair.registry_key.freeze
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
         LOCK = Native::Fair.recovery_lock_key.freeze
@@ -105,19 +103,10 @@ module Sidekiq
               killed << [nil, job, NotAJob.new("not a job (a JSON object) in fair queue #{queue}")]
               return [raw, "dead", job]
             end
-            payload[COUNT] = payload[COUNT].to_i + 1
-            return [raw, "dead", interrupted(payload, queue, job, killed)] if payload[COUNT] >= MAX_INTERRUPTIONS
+            count = Interruptions.count(job) + 1
+            return [raw, "dead", Interruptions.dead(payload, count, queue, job, killed)] if count >= Interruptions::MAX
 
-            [raw, FairQueues.fair?(queue) ? "fair" : "plain", Dead.dump(payload) || job]
-          end
-
-          def interrupted(payload, queue, job, killed)
-            reason = "interrupted #{payload[COUNT]} times (its process died while running it) in fair queue #{queue}"
-            payload["error_class"] = Interrupted.name
-            payload["error_message"] = reason
-            payload["failed_at"] ||= Time.now.to_f
-            killed << [payload, job, Interrupted.new(reason)]
-            Dead.dump(payload) || job
+            [raw, FairQueues.fair?(queue) ? "fair" : "plain", Interruptions.with_count(job, count)]
           end
 
           def look_again_in(seconds)

@@ -8,7 +8,7 @@ module Sidekiq
       # replaces the first one's, which the recovery already took, so the run's acknowledgement drops it.
       module Running
         JID = /"jid":"([^"\\]*)"/
-        RECOVERED = %("#{Recovery::COUNT}":).b.freeze
+        RECOVERED = %("#{Interruptions::COUNT}":).b.freeze
 
         # The jid of a job as the fetch script returned it (any bytes; nil when none).
         def self.jid_of(job)
@@ -49,7 +49,7 @@ module Sidekiq
           return unit unless earlier
 
           FairFetch.held!(nil)
-          ::Sidekiq.logger.info("[sidekiq-fair_tenant] job #{unit.jid} was recovered while it ran here " \
+          ::Sidekiq.logger.warn("[sidekiq-fair_tenant] job #{unit.jid} was recovered while it ran here " \
                                 "(this process's heartbeat lapsed): not run twice")
           nil
         end
