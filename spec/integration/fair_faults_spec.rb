@@ -44,14 +44,19 @@ RSpec.describe "Fair queues through faults" do
 
   def sweep = Sidekiq.redis { |conn| recovery.sweep(conn) }
 
-  # Jids with two runs that overlap in time (a run without a finish lasts to `until_at`).
+  # Jids with two runs that overlap in time (a run ends at the first finish after it in its process; one
+  # without a finish lasts to `until_at`).
   def overlapping_runs(until_at)
-    finishes = events("finish").to_h { |f| [[f["jid"], f["pid"]], f["at"]] }
-    spans = events.map { |s| [s["jid"], s["at"], finishes.fetch([s["jid"], s["pid"]], until_at)] }
-    spans.group_by(&:first).select do |_, runs|
-      runs.combination(2).any? { |(_, a1, a2), (_, b1, b2)| a1 < b2 && b1 < a2 }
-    end.keys
+    spans = events.map { |s| [s["jid"], s["at"], run_end(s, until_at)] }
+    spans.group_by(&:first).select { |_, runs| runs.combination(2).any? { |a, b| overlap?(a, b) } }.keys
   end
+
+  def run_end(start, until_at)
+    ends = events("finish").select { |f| f.values_at("jid", "pid") == start.values_at("jid", "pid") }
+    ends.map { |f| f["at"] }.select { |at| at >= start["at"] }.min || until_at
+  end
+
+  def overlap?((_, a_start, a_end), (_, b_start, b_end)) = a_start < b_end && b_start < a_end
 
   it "keeps non-ASCII jobs through a SIGKILL and recovery under LANG=C (payloads are bytes, not text)" do
     slim = { "LANG" => "C", "LC_ALL" => "C" }
@@ -71,7 +76,7 @@ RSpec.describe "Fair queues through faults" do
 
   it "does not recover a live process over a heartbeat lapse; recovers a stalled one, which re-registers, " \
      "does not run the recovered jobs twice, and loses none when later SIGKILLed" do
-    24.times { |i| SteadyFairJob.perform_async("acme", i, 1500) }
+    40.times { |i| SteadyFairJob.perform_async("acme", i, 2000) }
     live = start_server(concurrency: 4)
     identity = identity_of(live)
     wait_for("4 jobs running") { events.size >= 4 }
@@ -84,6 +89,7 @@ RSpec.describe "Fair queues through faults" do
     expect(redis.hlen(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key)).to eq(0)
 
     # A stall longer than LAPSE: its running jobs are taken back.
+    wait_for("jobs running") { redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).positive? }
     Process.kill("STOP", live.pid)
     redis.del(identity)
     expect(sweep).to include(suspected: 1)
@@ -95,14 +101,15 @@ RSpec.describe "Fair queues through faults" do
     Process.kill("CONT", live.pid)
 
     wait_for("re-registered with its next job") { redis.smembers(registry).include?(identity) }
-    wait_for("a few more jobs") { finished.size >= 8 }
+    done = finished.size
+    wait_for("a few more jobs") { finished.size >= done + 4 }
     live.kill!
     killed_at = Process.clock_gettime(Process::CLOCK_REALTIME)
     expect(overlapping_runs(killed_at)).to eq([]) # no job ran twice at once
     redis.del(identity)
 
     start_server(concurrency: 8)
-    wait_for("all 24 jobs finished", timeout: 120) { finished.uniq == (0..23).to_a }
+    wait_for("all 40 jobs finished", timeout: 120) { finished.uniq == (0..39).to_a }
     # Jobs the stalled process was running ran again elsewhere (at least once); all of them end.
     wait_for("no job in flight or waiting") { in_flight.zero? && redis.hget("#{base}state", "n").to_i.zero? }
     expect(redis.zcard("dead")).to eq(0)
