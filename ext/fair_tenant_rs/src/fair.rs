@@ -480,14 +480,15 @@ mod tests {
         let job: &[u8] = b"{\"args\":[\"caf\xe9 \xff\"]}";
         let mut entry = b"4:fair4:acme".to_vec();
         entry.extend_from_slice(job);
-        assert_eq!(
-            split_entry(&entry),
-            Some((&b"fair"[..], &b"acme"[..], job))
-        );
+        assert_eq!(split_entry(&entry), Some((&b"fair"[..], &b"acme"[..], job)));
         let shop = "5:caf\u{e9}10:boutique\u{e9}{}".as_bytes();
         assert_eq!(
             split_entry(shop),
-            Some(("caf\u{e9}".as_bytes(), "boutique\u{e9}".as_bytes(), &b"{}"[..]))
+            Some((
+                "caf\u{e9}".as_bytes(),
+                "boutique\u{e9}".as_bytes(),
+                &b"{}"[..]
+            ))
         );
         assert_eq!(split_entry(b"not json"), None);
         assert_eq!(split_entry(b"4:fair9:acme{}"), None);
