@@ -180,4 +180,58 @@ RSpec.describe "Fair queues through faults" do
     expect(first["index"]).to be > 15_000 # jobs still in queue:fair when the first one started
     wait_for("the backlog adopted") { redis.llen("queue:fair").zero? }
   end
+
+  describe "recovery, in this process" do
+    let(:gone) { "gone-host:1:abc" }
+    let(:inflight) { Sidekiq::FairTenant::Native::Fair.inflight_key(gone) }
+
+    # As if a sweep had found the process's heartbeat gone a minute ago.
+    def suspect_long_gone
+      redis.sadd(registry, gone)
+      redis.hset(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key, gone, (Time.now.to_f - 60).to_s)
+    end
+
+    def entry(job, queue: "fair", tenant: "acme") = "#{queue.bytesize}:#{queue}#{tenant.bytesize}:#{tenant}#{job}".b
+
+    it "puts back a job whose bytes are not UTF-8 with its bytes intact (its interruption count written in)" do
+      job = %({"class":"FairJob","queue":"fair","args":["caf\xE9",1],"jid":"latin1"}).b
+      redis.lpush(inflight, entry(job))
+      suspect_long_gone
+
+      expect(sweep).to include(recovered: 1, processes: 1)
+      expect(redis.lrange("#{base}t:acme", 0, -1).map(&:b))
+        .to eq([job.sub("{", '{"fair_tenant_interrupted":1,')])
+      expect(redis.smembers(registry)).to eq([])
+    end
+
+    it "sends in-flight payloads that are not jobs to the dead set, as they are" do
+      ["not json", "[1]", "null"].each { |bad| redis.lpush(inflight, entry(bad)) }
+      redis.lpush(inflight, "garbage")
+      suspect_long_gone
+
+      expect(sweep).to include(recovered: 4)
+      expect(redis.zrange("dead", 0, -1)).to match_array(["not json", "[1]", "null", "garbage"])
+      expect(redis.exists?(inflight)).to be(false)
+    end
+
+    it "calls Sidekiq's death handlers for a job interrupted three times, and a new push starts the count again" do
+      calls = []
+      sidekiq_config.death_handlers << ->(job, error) { calls << [job["jid"], error.class, error.message] }
+      job = { "class" => "FairJob", "queue" => "fair", "args" => ["acme", 1], "jid" => "third",
+              "fair_tenant_interrupted" => 2 }
+      redis.lpush(inflight, entry(JSON.generate(job)))
+      suspect_long_gone
+
+      expect(sweep).to include(recovered: 1)
+      expect(calls).to eq([["third", Sidekiq::FairTenant::Interrupted,
+                            "interrupted 3 times (its process died while running it) in fair queue fair"]])
+      dead = JSON.parse(redis.zrange("dead", 0, -1).first)
+      expect(dead).to include("error_class" => "Sidekiq::FairTenant::Interrupted", "fair_tenant_interrupted" => 3)
+
+      Sidekiq::Client.push(dead) # "retry now" from the dead set
+      expect(JSON.parse(redis.lrange("#{base}t:acme", 0, -1).first)).not_to have_key("fair_tenant_interrupted")
+    ensure
+      sidekiq_config.death_handlers.pop
+    end
+  end
 end
