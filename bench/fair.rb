@@ -226,3 +226,36 @@ Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
 puts format("  a job pushed to an idle sidekiq -c 10 starts after (5 pushes, median / max): " \
             "BasicFetch %.1f / %.1f ms, FairFetch %.1f / %.1f ms",
             basic_idle[2] * 1000, basic_idle[4] * 1000, fair_idle[2] * 1000, fair_idle[4] * 1000)
+
+# A backlog present when fair fetch is switched on (FAIR_MAX_JOBS jobs in queue:<name>, pushed before the queue
+# was fair): how long until the first job is handed out. BasicFetch's first job is one BRPOP on that list.
+backlog = [FAIR_MAX_JOBS, 1_000_000].min
+redis.flushdb
+raw = '{"class":"BenchFairJob","queue":"bench_fetch","args":[%d],"jid":"b%d","fair_tenant":"t%d"}'
+(0...backlog).each_slice(10_000) do |slice|
+  redis.pipelined do |pipe|
+    slice.each_slice(1000) { |s| pipe.lpush("queue:bench_fetch", s.map { |i| format(raw, i, i, i % 50) }) }
+  end
+end
+first_job = lambda do |fetch|
+  started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  job = fetch.call
+  [Process.clock_gettime(Process::CLOCK_MONOTONIC) - started, job]
+end
+basic_first, = first_job.call(-> { redis.brpop("queue:bench_fetch", timeout: 1) })
+redis.rpush("queue:bench_fetch", format(raw, 0, 0, 0)) # put it back
+Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fetch bench_warm] }
+redis.lpush("queue:bench_warm", format(raw, 0, 0, 0).sub("bench_fetch", "bench_warm"))
+warm = Sidekiq::FairTenant::FairFetch.new(queues: ["bench_warm"])
+warm.retrieve_work.acknowledge # loads the fetch and adoption scripts
+warm.flush_acks
+fetch = Sidekiq::FairTenant::FairFetch.new(queues: ["bench_fetch"])
+fair_first, unit = first_job.call(-> { fetch.retrieve_work })
+unit.acknowledge
+fetch.flush_acks
+Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+puts format("  a backlog of %d jobs switched on: first job handed out after %.2f ms (FairFetch, adopting %d jobs " \
+            "beside each job served) against %.2f ms (BasicFetch's BRPOP); %d still to adopt",
+            backlog, fair_first * 1000, Sidekiq::FairTenant::FairFetch::ADOPT_BATCH, basic_first * 1000,
+            redis.llen("queue:bench_fetch"))
+redis.flushdb

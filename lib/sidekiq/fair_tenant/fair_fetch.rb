@@ -20,8 +20,10 @@ module Sidekiq
       include Running
 
       TIMEOUT = 2
-      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip.
+      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: beside a job served,
+      # and (fewer, so that the first job of a large backlog starts at once) when none waits in fair order.
       ADOPT_BATCH = 100
+      ADOPT_FIRST = 10
 
       attr_reader :inflight_key, :identity
 
@@ -104,7 +106,7 @@ module Sidekiq
         3.times do
           reply = fetch_once(conn, woken, pairs) or return nil
           # Jobs to adopt: first when nothing waits in fair order, else beside the job served.
-          FairQueues.adopt(conn, reply[0], ADOPT_BATCH) if reply.size == 1 || reply[5].to_i == 1
+          FairQueues.adopt(conn, reply[0], reply.size == 1 ? ADOPT_FIRST : ADOPT_BATCH) if adopt?(reply)
           work = unit(reply) and return work
         end
         nil
@@ -118,6 +120,8 @@ module Sidekiq
         acks_applied(acks)
         reply
       end
+
+      def adopt?(reply) = reply.size == 1 || reply[5].to_i == 1
 
       # The unit of work of a reply; nil for a job this process is still running (recovered after a
       # heartbeat lapse, then fetched again here): it is not run twice, and its run's acknowledgement now
