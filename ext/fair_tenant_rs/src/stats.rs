@@ -187,6 +187,7 @@ mod tests {
             queue: RawValue::Str(q.into()),
             threshold: RawValue::Int(t),
             per: RawValue::Int(per),
+            from_fair_queue: RawValue::Missing,
             unknown_keys: vec![],
             inspect: "{...}".into(),
         };
