@@ -72,6 +72,17 @@ RSpec.describe "Re-routing rules on fair queues" do
     expect(counted("IsolatingFairJob", "fair", "acme")).to eq(5)
   end
 
+  it "predicts in the stats a fair queue's next queue by the rules that apply there" do
+    stats = Sidekiq::FairTenant.stats
+    2.times { |i| IsolatingFairJob.perform_async("acme", i) }
+    expect(stats.tenant(IsolatingFairJob, "acme")).to include(next_queue: "fair", throttled: false)
+    IsolatingFairJob.perform_async("acme", 2)
+    expect(stats.tenant(IsolatingFairJob, "acme")).to include(next_queue: "own_processes", throttled: true)
+    expect(stats.tenants(IsolatingFairJob).tenants.first).to include(tenant: "acme", next_queue: "own_processes")
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+    expect(stats.tenant(IsolatingFairJob, "acme")).to include(next_queue: "own_processes") # the last rule wins
+  end
+
   it "raises ArgumentError naming the class and the rule for a from_fair_queue that is not true or false" do
     rule = /rule #1 \{.*from_fair_queue.*"yes"\}/
     message = /\ABadFairRuleJob: invalid fair_tenant_queues #{rule}: from_fair_queue must be true or false\z/
