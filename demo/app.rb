@@ -2,19 +2,15 @@
 
 # The demo's Sidekiq application, loaded by real Sidekiq processes started by bin/demo:
 #   RUBYLIB=lib sidekiq -r ./demo/app.rb -c 10 -q default,4 -q throttled,1
-# (the fair_fetch modes add SIDEKIQ_FAIR_TENANT_FAIR_QUEUES=default, which makes the process fetch with FairFetch).
-# Each job sleeps job_ms and records its tenant, enqueue, start and finish times and its thread in Redis.
+# (the fair_fetch modes add SIDEKIQ_FAIR_TENANT_FAIR_QUEUES=default, which makes the process fetch with FairFetch;
+# the fair_fetch+rules and +reroute modes work on default,6 default_throttled,3 default_superslow,1, all fair).
+# Each job sleeps job_ms and records its tenant, enqueue, start and finish times, its thread and its queue in Redis.
 require "json"
 require "logger"
 require "sidekiq"
 require "sidekiq/fair_tenant"
 
 Redis.silence_deprecations = true if defined?(Redis) # Sidekiq 6.4 calls sadd the redis-rb 4.8 way
-Sidekiq.configure_server do |config|
-  config.logger.level = Logger::WARN # no start/done line per job
-  config.on(:startup) { Sidekiq.redis { |conn| conn.set(Demo::SERVER_VERSION_KEY, Sidekiq::VERSION) } }
-end
-
 module Demo
   RECORDS_KEY = "demo:records"
   SERVER_VERSION_KEY = "demo:server_sidekiq_version"
@@ -24,6 +20,22 @@ module Demo
   # Running jobs per tenant in the capped fair_fetch modes; bin/demo sets it from --slot-limit (2).
   CAP_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_CAP_LIMIT", "2"))
   SLOT_LEASE = 60
+  # The second rule of the fair_fetch+rules and +reroute modes: past this many jobs a minute, default_superslow.
+  SUPERSLOW_THRESHOLD = 5 * THROTTLE_THRESHOLD
+  # The queues of those modes, as a sidekiq-fair_tenant user configured them (all three fair, in those modes).
+  RULE_QUEUES = { "default" => 6, "default_throttled" => 3, "default_superslow" => 1 }.freeze
+  RULES = [{ queue: "default_throttled", threshold: THROTTLE_THRESHOLD, per: 60 },
+           { queue: "default_superslow", threshold: SUPERSLOW_THRESHOLD, per: 60 }].freeze
+
+  # Remembers the queue a job was fetched from, for its record.
+  class QueueOf
+    include ::Sidekiq::ServerMiddleware if defined?(::Sidekiq::ServerMiddleware)
+
+    def call(_job, _payload, queue)
+      Thread.current[:demo_queue] = queue
+      yield
+    end
+  end
 
   # Shared body: sleep, then record.
   module Recording
@@ -32,7 +44,7 @@ module Demo
       sleep(job_ms / 1000.0)
       finished_at = Time.now.to_f
       record = { tenant: tenant, enqueued_at: enqueued_at, started_at: started_at, finished_at: finished_at,
-                 thread: "#{Process.pid}/#{Thread.current.object_id}" }
+                 thread: "#{Process.pid}/#{Thread.current.object_id}", queue: Thread.current[:demo_queue] }
       Sidekiq.redis { |conn| conn.rpush(RECORDS_KEY, JSON.generate(record)) }
     end
   end
@@ -87,9 +99,32 @@ module Demo
     sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: CAP_LIMIT, lease: SLOT_LEASE }
   end
 
+  # A sidekiq-fair_tenant user's rules kept as they were (default -> default_throttled -> default_superslow), with
+  # all three queues fair: a fair queue's jobs are not re-routed unless a rule asks, so these stay in default.
+  class RulesFairJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false, fair_tenant_queues: RULES.map(&:dup)
+  end
+
+  # The same rules, asked to re-route from a fair queue too (from_fair_queue: true), as before that default.
+  class RerouteFairJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false,
+                    fair_tenant_queues: RULES.map { |rule| rule.merge(from_fair_queue: true) }
+  end
+
   JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob,
            "fair_fetch" => FairFetchJob, "fair_fetch+elastic" => FairFetchElasticJob,
-           "fair_fetch+static" => FairFetchStaticJob }.freeze
+           "fair_fetch+static" => FairFetchStaticJob, "fair_fetch+rules" => RulesFairJob,
+           "fair_fetch+reroute" => RerouteFairJob }.freeze
+end
+
+Sidekiq.configure_server do |config|
+  config.logger.level = Logger::WARN # no start/done line per job
+  config.server_middleware { |chain| chain.add Demo::QueueOf }
+  config.on(:startup) { Sidekiq.redis { |conn| conn.set(Demo::SERVER_VERSION_KEY, Sidekiq::VERSION) } }
 end
 
 # Started by bin/demo: stop when bin/demo is gone, even if it was killed before it could stop us.

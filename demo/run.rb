@@ -1,9 +1,10 @@
 # frozen_string_literal: true
 
 # The demo (bin/demo runs it after bin/setup, under Bundler): what a greedy tenant does to everyone
-# else's wait, six ways side by side (MODES): plain Sidekiq (FIFO), fair-tenant re-routing, re-routing
+# else's wait, eight ways side by side (MODES): plain Sidekiq (FIFO), fair-tenant re-routing, re-routing
 # plus per-tenant concurrency slots, fair fetch (start-time fair queueing of tenants inside the queue), and
-# fair fetch with a per-tenant cap, elastic or static (the fetcher takes the slot with the job).
+# fair fetch with a per-tenant cap, elastic or static (the fetcher takes the slot with the job); then a
+# sidekiq-fair_tenant user's rules kept with fair queues on, not re-routed (the default) and re-routed (opt-in).
 # Each mode is measured against its own ideal: its jobs (its enqueue times, its measured durations) run
 # in start-time fair order on the same number of threads, simulated (Demo::Report.ideal).
 # Real Sidekiq server processes (demo/app.rb) run the jobs; this process enqueues, waits, reports
@@ -31,12 +32,20 @@ MODES = {
   "fair_fetch+elastic" => "fair fetch, and at most --slot-limit running jobs per tenant, elastic: a tenant at " \
                           "its limit still gets the threads no tenant under its limit can use",
   "fair_fetch+static" => "fair fetch, and at most --slot-limit running jobs per tenant, static: a tenant at its " \
-                         "limit leaves the rotation until one of its jobs finishes"
+                         "limit leaves the rotation until one of its jobs finishes",
+  "fair_fetch+rules" => "sidekiq-fair_tenant's rules kept (default -> default_throttled past the threshold a " \
+                        "minute, default_superslow past 5x), all three queues fair (weights 6/3/1): a fair queue's " \
+                        "jobs are not re-routed unless a rule says from_fair_queue: true, so they stay in default",
+  "fair_fetch+reroute" => "the same rules with from_fair_queue: true: the greedy tenant's jobs spread over the " \
+                          "three fair queues, and Sidekiq's queue weights pick the queue a thread tries first"
 }.freeze
 MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch", "elastic" => "fair_fetch+elastic",
-                 "static" => "fair_fetch+static" }.freeze
-# Modes whose queue is a fair queue, and among them those whose job class has a cap (fair_tenant_concurrency).
-FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static].freeze
+                 "static" => "fair_fetch+static", "rules" => "fair_fetch+rules",
+                 "reroute" => "fair_fetch+reroute" }.freeze
+# Modes whose queues are fair queues; among them those whose job class has a cap (fair_tenant_concurrency), and
+# those whose job class has re-routing rules (their queues: Demo::RULE_QUEUES).
+FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static fair_fetch+rules fair_fetch+reroute].freeze
+RULE_MODES = %w[fair_fetch+rules fair_fetch+reroute].freeze
 CAP_MODES = %w[fair_fetch+elastic fair_fetch+static].freeze
 CAP_LIMIT_DEFAULT = 2
 SCENARIOS = %w[mega-merchant two-megas long-jobs].freeze
@@ -142,16 +151,26 @@ rescue Gem::Exception
   "sidekiq"
 end
 
-# The demo's queue is fair in the fair_fetch modes only: in this process (pushes, which write a capped job's
+# The demo's queues are fair in the fair_fetch modes only: in this process (pushes, which write a capped job's
 # slot into it) and in that mode's Sidekiq (which then fetches with FairFetch).
-def fair_queues(mode) = FAIR_MODES.include?(mode) ? %w[default] : []
+def fair_queues(mode)
+  return Demo::RULE_QUEUES.keys if RULE_MODES.include?(mode)
+
+  FAIR_MODES.include?(mode) ? %w[default] : []
+end
+
+# Sidekiq's -q arguments: the rule modes' three queues weighted 6/3/1, else default against throttled 4/1.
+def queue_args(mode)
+  weights = RULE_MODES.include?(mode) ? Demo::RULE_QUEUES : { "default" => 4, "throttled" => 1 }
+  weights.flat_map { |queue, weight| ["-q", "#{queue},#{weight}"] }
+end
 
 def start_sidekiq(mode, threads, log)
   fair = fair_queues(mode).join(",")
   env = { "REDIS_URL" => ENV.fetch("REDIS_URL"), "FAIR_TENANT_DEMO_PARENT_PID" => Process.pid.to_s,
           "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => fair.empty? ? nil : fair }
   pid = Process.spawn(env, Gem.ruby, "-I", File.join(ROOT, "lib"), sidekiq_bin, "-r", "./demo/app.rb",
-                      "-c", threads.to_s, "-q", "default,4", "-q", "throttled,1", "-t", "5",
+                      "-c", threads.to_s, *queue_args(mode), "-t", "5",
                       chdir: ROOT, pgroup: true, in: File::NULL, out: log, err: log)
   $sidekiq_pids << pid # rubocop:disable Style/GlobalVars
   deadline = now + 30
@@ -221,7 +240,14 @@ def run_mode(mode, opts)
   records = redis.lrange(Demo::RECORDS_KEY, 0, -1).map { |r| JSON.parse(r) }
   File.write(File.join(opts[:out], "records-#{mode}.json"), JSON.generate(records)) # for a closer look
   stop_process_group(pid)
+  $boot_lines[mode] = boot_lines(log) if RULE_MODES.include?(mode) # rubocop:disable Style/GlobalVars
   records
+end
+
+# What the gem said at boot, without Sidekiq's time/pid/level prefix.
+def boot_lines(log)
+  tag = /\[sidekiq-fair_tenant\]/
+  File.readlines(log).grep(tag).map { |line| line.strip.sub(/\A.*?(?=#{tag})/, "") }
 end
 
 # Everything, including the gem's sidekiq-fair_tenant:* counters, slots and parked jobs of the last mode.
@@ -232,6 +258,7 @@ def flush
 end
 
 $sidekiq_pids = [] # rubocop:disable Style/GlobalVars
+$boot_lines = {} # rubocop:disable Style/GlobalVars
 %w[INT TERM].each { |sig| trap(sig) { raise Interrupt } }
 FileUtils.mkdir_p(options[:out])
 results = {}
@@ -253,7 +280,15 @@ puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs
             o[:scenario], o[:jobs], o[:small_tenants], SMALL_JOBS_PER_TENANT, o[:job_ms], o[:threads], o[:seed],
             Demo::THROTTLE_THRESHOLD, Demo::SLOT_LIMIT, Demo::SLOT_LEASE, Demo::CAP_LIMIT)
 caps = CAP_MODES.to_h { |mode| [mode, Demo::CAP_LIMIT] }
+if (RULE_MODES & results.keys).any?
+  puts format("fair_fetch+rules/+reroute: Sidekiq -q %s; rules: default_throttled past %d jobs a minute, " \
+              "default_superslow past %d", Demo::RULE_QUEUES.map { |q, w| "#{q},#{w}" }.join(" -q "),
+              Demo::THROTTLE_THRESHOLD, Demo::SUPERSLOW_THRESHOLD)
+end
 puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES,
-                                caps: caps).lines
+                                caps: caps, rule_modes: RULE_MODES).lines
+$boot_lines.each do |mode, lines| # rubocop:disable Style/GlobalVars
+  lines.each { |line| puts "sidekiq log (#{mode}): #{line}" }
+end
 titles = results.keys.to_h { |mode| [mode, caps[mode] ? "#{mode} (at most #{caps[mode]} running per tenant)" : mode] }
 Demo::Chart.draw(results, o[:out], Demo::Summary.method(:tenant_class), titles) if results.any?

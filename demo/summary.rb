@@ -14,15 +14,17 @@ module Demo
     def self.tenant_class(tenant) = Records.tenant_class(tenant)
 
     # results: { mode => [measured records, ideal records] }; modes: { mode => description }; caps: { mode =>
-    # running jobs per tenant } of the capped fair_fetch modes.
-    def initialize(results, threads:, two_megas:, modes:, caps: {})
+    # running jobs per tenant } of the capped fair_fetch modes; rule_modes: the modes whose jobs have re-routing
+    # rules (their records name the queue each job ran from).
+    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: []) # rubocop:disable Metrics/ParameterLists
       @results = results
       @threads = threads
       @two_megas = two_megas
       @modes = modes
       @caps = caps
+      @rule_modes = rule_modes
       @plain_greedy = results["plain"] && greedy_total(results["plain"].first)
-      @targets = Targets.new(results, threads: threads, two_megas: two_megas, caps: caps)
+      @targets = Targets.new(results, threads: threads, two_megas: two_megas, caps: caps, rule_modes: rule_modes)
     end
 
     def lines
@@ -37,6 +39,7 @@ module Demo
       @results.each { |mode, (records, ideal)| out.concat(mode_lines(mode, records, ideal)) }
       out << @targets.line("fair_fetch") if @results.key?("fair_fetch")
       out.concat(capped.map { |mode| @targets.line(mode) })
+      out.concat((@rule_modes & @results.keys).map { |mode| @targets.line(mode) })
       out
     end
 
@@ -47,7 +50,17 @@ module Demo
       out << totals_line(mode, records)
       out << greedy_line(mode, records, ideal)
       out << jain_line(mode, records, ideal) if @two_megas
+      out << queues_line(mode, records) if @rule_modes.include?(mode)
       out
+    end
+
+    # Where each tenant class's jobs ran: the queue Sidekiq fetched them from.
+    def queues_line(mode, records)
+      by_class = %w[greedy small].map do |klass|
+        counts = of_class(records, klass).map { |r| r["queue"] || "?" }.tally.sort_by { |queue, _| queue }
+        "#{klass} #{counts.map { |queue, n| "#{queue} #{n}" }.join(", ")}"
+      end
+      format("%-18s jobs ran from: %s", mode, by_class.join("; "))
     end
 
     def class_lines(mode, klass, records, ideal)

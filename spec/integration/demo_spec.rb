@@ -153,6 +153,42 @@ RSpec.describe "bin/demo" do
     end
   end
 
+  it "keeps sidekiq-fair_tenant's rules off on three fair queues, and re-routes with from_fair_queue: true" do
+    Dir.mktmpdir("fair-tenant-demo") do |out|
+      root = File.expand_path("../..", __dir__)
+      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
+      cmd = [File.join(root, "bin/demo"), "--jobs", "200", "--small-tenants", "5", "--threads", "5", "--job-ms", "5",
+             "--modes", "rules,reroute", "--out", out]
+      stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
+      expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
+
+      expect(stdout).to include("fair_fetch+rules/+reroute: Sidekiq -q default,6 -q default_throttled,3 " \
+                                "-q default_superslow,1; rules: default_throttled past 20 jobs a minute, " \
+                                "default_superslow past 100")
+      # Where the jobs ran, from the records: deterministic (200 greedy jobs within a minute, thresholds 20, 100).
+      expect(stdout).to match(/^fair_fetch\+rules +jobs ran from: greedy default 200; small default 15$/)
+      spread = "greedy default 20, default_superslow 100, default_throttled 80; small default 15"
+      expect(stdout).to match(/^fair_fetch\+reroute +jobs ran from: #{spread}$/)
+      queues = ->(mode) { JSON.parse(File.read(File.join(out, "records-#{mode}.json"))).map { |r| r["queue"] }.tally }
+      expect(queues.call("fair_fetch+rules")).to eq("default" => 215)
+      expect(queues.call("fair_fetch+reroute")).to eq("default" => 35, "default_throttled" => 80,
+                                                      "default_superslow" => 100)
+      expect(stdout).to include("fair_fetch+rules targets: jobs re-routed away from their fair queue 0 of 215 " \
+                                "(none: met); small p95 / ideal ")
+      expect(stdout).to include("fair_fetch+reroute targets: jobs re-routed away from their fair queue 180 of 215 " \
+                                "(from_fair_queue: true); small p95 / ideal ")
+      # Waits are timing: printed against the target (bin/demo's report), not asserted here.
+      expect(stdout).to match(%r{^fair_fetch\+rules targets: .*small p95 / ideal \d+\.\d+x \(<= 1\.20x: })
+      expect(stdout).to match(%r{^fair_fetch\+reroute targets: .*small p95 / ideal \d+\.\d+x \(no target\)})
+      boot = stdout.lines.grep(/^sidekiq log \(fair_fetch\+rules\): \[sidekiq-fair_tenant\] fair queues keep their/)
+      expect(boot.size).to eq(1)
+      expect(boot.first).to include("Demo::RulesFairJob", "add from_fair_queue: true to the rule")
+      expect(stdout).to include("re-route jobs of fair queues: Demo::RerouteFairJob (default -> default_throttled, " \
+                                "default_superslow).")
+      expect(stderr.scan(%r{\] 215/215 jobs}).size).to eq(2)
+    end
+  end
+
   it "caps every tenant at 2 in the capped fair_fetch modes unless told otherwise, not the slots mode" do
     Dir.mktmpdir("fair-tenant-demo") do |out|
       root = File.expand_path("../..", __dir__)

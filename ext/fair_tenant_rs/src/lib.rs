@@ -22,6 +22,7 @@ pub mod connect;
 pub mod error;
 pub mod fair;
 pub mod fair_caps;
+pub mod fair_rules;
 pub mod handle;
 pub mod ideal;
 pub mod keys;

@@ -23,6 +23,8 @@ pub struct Enqueue<'a> {
     pub tenant: &'a [u8],
     /// Seconds since the epoch, from the caller's clock.
     pub now: f64,
+    /// Whether the job's queue is a fair queue: only rules with `from_fair_queue` fire then.
+    pub fair_queue: bool,
 }
 
 /// One push's keys, owned (the tenant's key and the class's tenant index); [`Push::at`] lends
@@ -43,12 +45,13 @@ impl Push {
         }
     }
 
-    pub fn at(&self, now: f64) -> Enqueue<'_> {
+    pub fn at(&self, now: f64, fair_queue: bool) -> Enqueue<'_> {
         Enqueue {
             key: &self.key,
             index: &self.index,
             tenant: &self.tenant,
             now,
+            fair_queue,
         }
     }
 }
@@ -70,7 +73,7 @@ pub fn script_args(rules: &RuleSet, job: &Enqueue<'_>) -> [Vec<u8>; 4] {
     [
         job.now.to_be_bytes().to_vec(),
         ttl_ms(2.0 * rules.window()).to_string().into_bytes(),
-        script_spec(rules, job.now),
+        script_spec(rules, job.now, job.fair_queue),
         job.tenant.to_vec(),
     ]
 }
@@ -84,14 +87,21 @@ pub fn index_every(window: f64) -> f64 {
 /// The script's numbers, packed as 8-byte big-endian doubles so that it parses no decimal text:
 /// `keep`, the longest window, the index staleness, then `threshold, now - per` for every rule
 /// in order. The window starts are computed here with the same f64 subtraction the script
-/// would do.
-fn script_spec(rules: &RuleSet, now: f64) -> Vec<u8> {
+/// would do. A rule that does not apply to this push ([`RuleSet::applies`]) gets an infinite
+/// threshold, which no count exceeds: the script counts the push the same way, and that rule
+/// never fires.
+fn script_spec(rules: &RuleSet, now: f64, fair_queue: bool) -> Vec<u8> {
     let mut spec = Vec::with_capacity(24 + 16 * rules.rules().len());
     spec.extend_from_slice(&(rules.keep() as f64).to_be_bytes());
     spec.extend_from_slice(&rules.window().to_be_bytes());
     spec.extend_from_slice(&index_every(rules.window()).to_be_bytes());
-    for r in rules.rules() {
-        spec.extend_from_slice(&(r.threshold as f64).to_be_bytes());
+    for (i, r) in rules.rules().iter().enumerate() {
+        let threshold = if rules.applies(i, fair_queue) {
+            r.threshold as f64
+        } else {
+            f64::INFINITY
+        };
+        spec.extend_from_slice(&threshold.to_be_bytes());
         spec.extend_from_slice(&(now - r.per).to_be_bytes());
     }
     spec
@@ -153,19 +163,27 @@ mod tests {
             queue: RawValue::Str("slow".into()),
             threshold: RawValue::Int(t),
             per: RawValue::Float(per),
+            from_fair_queue: RawValue::Missing,
             unknown_keys: vec![],
             inspect: "{...}".into(),
         };
         let rules = RuleSet::parse("Job", &[rule(100, 3600.0), rule(20, 0.25)], 86_400.0).unwrap();
         let now = 1_700_000_000.123_456;
-        let spec = script_spec(&rules, now);
-        let nums: Vec<f64> = spec
-            .chunks_exact(8)
-            .map(|c| f64::from_be_bytes(c.try_into().unwrap()))
-            .collect();
+        let nums = |fair_queue| -> Vec<f64> {
+            script_spec(&rules, now, fair_queue)
+                .chunks_exact(8)
+                .map(|c| f64::from_be_bytes(c.try_into().unwrap()))
+                .collect()
+        };
         assert_eq!(
-            nums,
+            nums(false),
             vec![101.0, 3600.0, 1.0, 100.0, now - 3600.0, 20.0, now - 0.25]
+        );
+        // On a fair queue neither rule asked to apply: same keep and window, no threshold reachable.
+        let inf = f64::INFINITY;
+        assert_eq!(
+            nums(true),
+            vec![101.0, 3600.0, 1.0, inf, now - 3600.0, inf, now - 0.25]
         );
         assert_eq!(index_every(60.0), 0.6);
     }
@@ -179,10 +197,10 @@ mod tests {
             b"sidekiq-fair_tenant:enqueued:BillingJob:tenant:acme".to_vec()
         );
         assert_eq!(push.index, keys.index_key(b"default", b"BillingJob"));
-        let job = push.at(1.5);
+        let job = push.at(1.5, true);
         assert_eq!(
-            (job.key, job.index, job.tenant, job.now),
-            (&push.key[..], &push.index[..], &b"acme"[..], 1.5)
+            (job.key, job.index, job.tenant, job.now, job.fair_queue),
+            (&push.key[..], &push.index[..], &b"acme"[..], 1.5, true)
         );
     }
 

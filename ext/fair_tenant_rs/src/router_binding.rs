@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
+use magnus::{
+    prelude::*, scan_args::scan_args, Error, RArray, RModule, RString, Ruby, TryConvert, Value,
+};
 
 use crate::client::RbClient;
 use crate::handle::Handle;
@@ -35,17 +37,17 @@ impl RbRouter {
         )
     }
 
-    /// Registers one enqueue; returns the index of the rule that fires, or nil.
-    fn route(
-        &self,
-        rules: &RbRuleSet,
-        job_class: RString,
-        queue: RString,
-        tenant: RString,
-        now: f64,
-    ) -> Result<Option<usize>, Error> {
+    /// `route(rules, job_class, queue, tenant, now, fair_queue = false)`: registers one enqueue;
+    /// returns the index of the rule that fires, or nil. With `fair_queue` only the rules with
+    /// `from_fair_queue: true` may fire.
+    fn route(&self, args: &[Value]) -> Result<Option<usize>, Error> {
+        type Required = (Value, RString, RString, RString, f64);
+        let args = scan_args::<Required, (Option<bool>,), (), (), (), ()>(args)?;
+        let (rules, job_class, queue, tenant, now) = args.required;
+        let rules = <&RbRuleSet>::try_convert(rules)?;
+        let fair_queue = args.optional.0.unwrap_or(false);
         let push = self.push(job_class, queue, tenant);
-        let (rules, job) = (&rules.0, push.at(now));
+        let (rules, job) = (&rules.0, push.at(now, fair_queue));
         without_gvl(|| router::route(&self.0.pool, rules, &job))?.map_err(to_ruby)
     }
 
@@ -61,7 +63,8 @@ impl RbRouter {
     ) -> Result<RArray, Error> {
         let push = rb_self.push(job_class, queue, tenant);
         let keys = ruby.ary_from_iter([&push.key, &push.index].map(|k| ruby.str_from_slice(k)));
-        let args = router::script_args(&rules.0, &push.at(now)).map(|a| ruby.str_from_slice(&a));
+        let args =
+            router::script_args(&rules.0, &push.at(now, false)).map(|a| ruby.str_from_slice(&a));
         Ok(ruby.ary_from_iter([keys, ruby.ary_from_iter(args)]))
     }
 
@@ -98,7 +101,7 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
         "route_script_sha",
         magnus::function!(RbRouter::route_script_sha, 0),
     )?;
-    class.define_method("route", magnus::method!(RbRouter::route, 5))?;
+    class.define_method("route", magnus::method!(RbRouter::route, -1))?;
     class.define_method("route_args", magnus::method!(RbRouter::route_args, 5))?;
     class.define_method("key_for", magnus::method!(RbRouter::key_for, 3))?;
     Ok(())

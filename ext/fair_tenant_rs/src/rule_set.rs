@@ -1,11 +1,14 @@
 //! `Sidekiq::FairTenant::Native::RuleSet`: a validated `fair_tenant_queues` value.
 //! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `rules.rs`.
 
-use magnus::{prelude::*, value::ReprValue, Error, RArray, RHash, RModule, Ruby, Value};
+use magnus::{
+    prelude::*, value::ReprValue, Error, RArray, RHash, RModule, Ruby, TryConvert, Value,
+};
 
+use crate::fair_rules::{self, FairSource};
 use crate::helpers::errors::argument_error;
 use crate::helpers::values::read_options;
-use crate::rules::{RawRule, RawValue, RuleSet};
+use crate::rules::{RawRule, RawValue, RuleSet, RULE_KEYS};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::RuleSet", free_immediately, size)]
 pub struct RbRuleSet(pub RuleSet);
@@ -29,6 +32,16 @@ impl RbRuleSet {
         self.0.rules().iter().map(|r| r.queue.clone()).collect()
     }
 
+    /// `routes?(fair_queue)`: whether a push to such a queue goes through routing at all.
+    fn routes(&self, fair_queue: bool) -> bool {
+        self.0.routes(fair_queue)
+    }
+
+    /// The queues the rules can send a job of a fair queue (or not) to.
+    fn queues_from(&self, fair_queue: bool) -> Vec<String> {
+        self.0.queues(fair_queue)
+    }
+
     fn queue(&self, index: i64) -> Option<String> {
         self.0.queue_at(index).map(str::to_string)
     }
@@ -48,6 +61,9 @@ impl RbRuleSet {
             h.aset("queue", r.queue.as_str())?;
             h.aset("threshold", r.threshold)?;
             h.aset("per", r.per)?;
+            if r.from_fair_queue {
+                h.aset("from_fair_queue", true)?;
+            }
             out.push(h)?;
         }
         Ok(out)
@@ -58,7 +74,8 @@ fn read_rule(item: Value) -> Result<RawRule, Error> {
     let Some(hash) = RHash::from_value(item) else {
         return Ok(RawRule::NotAHash(inspect(item)));
     };
-    let (mut values, unknown_keys) = read_options(hash, &["queue", "threshold", "per"])?;
+    let (mut values, unknown_keys) = read_options(hash, &RULE_KEYS)?;
+    let from_fair_queue = values.pop().unwrap_or(RawValue::Missing);
     let per = values.pop().unwrap_or(RawValue::Missing);
     let threshold = values.pop().unwrap_or(RawValue::Missing);
     let queue = values.pop().unwrap_or(RawValue::Missing);
@@ -66,9 +83,28 @@ fn read_rule(item: Value) -> Result<RawRule, Error> {
         queue,
         threshold,
         per,
+        from_fair_queue,
         unknown_keys,
         inspect: inspect(item),
     })
+}
+
+/// The boot line of a server whose fair queues are the queues of classes with rules, or nil.
+/// `classes`: `[[job_class, queue, rule_set], ...]` for the classes whose queue is fair.
+fn fair_queue_notice(classes: RArray) -> Result<Option<String>, Error> {
+    let mut sources = Vec::with_capacity(classes.len());
+    for entry in classes.into_iter() {
+        let (job_class, queue, rules): (String, String, Value) = TryConvert::try_convert(entry)?;
+        let rules = <&RbRuleSet>::try_convert(rules)?;
+        let kept = rules.0.queues(true);
+        sources.push(FairSource {
+            job_class,
+            queue,
+            held: kept.len() < rules.0.rules().len(),
+            kept,
+        });
+    }
+    Ok(fair_rules::notice(&sources))
 }
 
 fn inspect(v: Value) -> String {
@@ -78,7 +114,10 @@ fn inspect(v: Value) -> String {
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("RuleSet", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbRuleSet::new, 3))?;
+    class.define_singleton_method("fair_queue_notice", magnus::function!(fair_queue_notice, 1))?;
     class.define_method("queues", magnus::method!(RbRuleSet::queues, 0))?;
+    class.define_method("routes?", magnus::method!(RbRuleSet::routes, 1))?;
+    class.define_method("queues_from", magnus::method!(RbRuleSet::queues_from, 1))?;
     class.define_method("queue", magnus::method!(RbRuleSet::queue, 1))?;
     class.define_method("keep", magnus::method!(RbRuleSet::keep, 0))?;
     class.define_method("window", magnus::method!(RbRuleSet::window, 0))?;

@@ -26,7 +26,8 @@ pub enum RawRule {
         queue: RawValue,
         threshold: RawValue,
         per: RawValue,
-        /// Keys other than queue/threshold/per, as written.
+        from_fair_queue: RawValue,
+        /// Keys other than the known ones ([`RULE_KEYS`]), as written.
         unknown_keys: Vec<String>,
         inspect: String,
     },
@@ -39,7 +40,15 @@ pub struct Rule {
     pub threshold: u64,
     /// Window length in seconds.
     pub per: f64,
+    /// Whether the rule also re-routes jobs whose queue is a fair queue (off by default).
+    pub from_fair_queue: bool,
 }
+
+/// The keys of one rule, as written in `fair_tenant_queues`.
+pub const RULE_KEYS: [&str; 4] = ["queue", "threshold", "per", FROM_FAIR_QUEUE];
+
+/// The rule key that lets a rule re-route jobs whose queue is a fair queue.
+pub const FROM_FAIR_QUEUE: &str = "from_fair_queue";
 
 /// A validated list of rules plus the numbers the enqueue script needs.
 #[derive(Debug, Clone, PartialEq)]
@@ -128,6 +137,29 @@ impl RuleSet {
             .unwrap_or(0)
     }
 
+    /// Whether a push to a queue (fair or not) goes through routing at all. A fair queue already
+    /// serves tenants in fair order: re-routing its jobs would spread a greedy tenant over several
+    /// queues that Sidekiq's queue weights pick from, so only rules with `from_fair_queue: true`
+    /// apply there, and without any the push is neither counted nor routed (no round trip).
+    pub fn routes(&self, fair_queue: bool) -> bool {
+        !fair_queue || self.rules.iter().any(|r| r.from_fair_queue)
+    }
+
+    /// Whether the rule at `index` may fire for a push to a fair queue or not.
+    pub fn applies(&self, index: usize, fair_queue: bool) -> bool {
+        self.rules
+            .get(index)
+            .is_some_and(|r| !fair_queue || r.from_fair_queue)
+    }
+
+    /// The queues the rules can send a job of a fair queue or not to.
+    pub fn queues(&self, fair_queue: bool) -> Vec<String> {
+        (0..self.rules.len())
+            .filter(|&i| self.applies(i, fair_queue))
+            .map(|i| self.rules[i].queue.clone())
+            .collect()
+    }
+
     /// Queue of the rule at `index` (as returned by the enqueue script).
     pub fn queue_at(&self, index: i64) -> Option<&str> {
         usize::try_from(index)
@@ -139,8 +171,16 @@ impl RuleSet {
     /// Which rule fires given the timestamps of the newest entries (newest first),
     /// mirroring the Lua script; used by tests and by stats.
     pub fn decide(&self, newest_first: &[f64], now: f64) -> Option<usize> {
+        self.decide_for(newest_first, now, false)
+    }
+
+    /// [`RuleSet::decide`] for a push to a fair queue or not: only the rules that apply there fire.
+    pub fn decide_for(&self, newest_first: &[f64], now: f64, fair_queue: bool) -> Option<usize> {
         let mut chosen = None;
         for (i, r) in self.rules.iter().enumerate() {
+            if !self.applies(i, fair_queue) {
+                continue;
+            }
             let idx = r.threshold as usize;
             if let Some(ts) = newest_first.get(idx) {
                 if *ts >= now - r.per {
@@ -167,7 +207,7 @@ fn parse_rule(
     raw: &RawRule,
     max_window: f64,
 ) -> Result<Rule, RuleError> {
-    let (queue, threshold, per, unknown_keys, inspect) = match raw {
+    let (queue, threshold, per, from_fair_queue, unknown_keys, inspect) = match raw {
         RawRule::NotAHash(inspect) => {
             return Err(err(job_class, position, inspect, "must be a Hash"));
         }
@@ -175,15 +215,24 @@ fn parse_rule(
             queue,
             threshold,
             per,
+            from_fair_queue,
             unknown_keys,
             inspect,
-        } => (queue, threshold, per, unknown_keys, inspect),
+        } => (
+            queue,
+            threshold,
+            per,
+            from_fair_queue,
+            unknown_keys,
+            inspect,
+        ),
     };
     let fail = |reason: String| err(job_class, position, inspect, &reason);
 
     if let Some(k) = unknown_keys.first() {
         return Err(fail(format!(
-            "unknown key {k:?} (allowed: queue, threshold, per)"
+            "unknown key {k:?} (allowed: {})",
+            RULE_KEYS.join(", ")
         )));
     }
 
@@ -226,10 +275,17 @@ fn parse_rule(
         }
     };
 
+    let from_fair_queue = match from_fair_queue {
+        RawValue::Missing | RawValue::Nil => false,
+        RawValue::Other(v) | RawValue::Str(v) if v == "true" || v == "false" => v == "true",
+        _ => return Err(fail(format!("{FROM_FAIR_QUEUE} must be true or false"))),
+    };
+
     Ok(Rule {
         queue,
         threshold,
         per,
+        from_fair_queue,
     })
 }
 
@@ -271,6 +327,7 @@ mod tests {
             queue,
             threshold,
             per,
+            from_fair_queue: RawValue::Missing,
             unknown_keys: vec![],
             inspect: "{...}".into(),
         }
@@ -385,6 +442,7 @@ mod tests {
             queue: s("q"),
             threshold: RawValue::Int(1),
             per: RawValue::Missing,
+            from_fair_queue: RawValue::Missing,
             unknown_keys: vec!["pre".into()],
             inspect: "{queue: \"q\", threshold: 1, pre: 60}".into(),
         };
@@ -392,6 +450,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(msg.contains("unknown key \"pre\""), "{msg}");
+        assert!(
+            msg.contains("allowed: queue, threshold, per, from_fair_queue"),
+            "{msg}"
+        );
         assert!(msg.contains("pre: 60"), "{msg}");
     }
 
@@ -425,6 +487,97 @@ mod tests {
         assert_eq!(set.decide(&[995.0, 990.0], now), None);
         // Third newest outside the 100 s window.
         assert_eq!(set.decide(&[995.0, 990.0, 850.0], now), None);
+    }
+
+    fn fair(rule: RawRule, value: RawValue) -> RawRule {
+        match rule {
+            RawRule::Hash {
+                queue,
+                threshold,
+                per,
+                unknown_keys,
+                inspect,
+                ..
+            } => RawRule::Hash {
+                queue,
+                threshold,
+                per,
+                from_fair_queue: value,
+                unknown_keys,
+                inspect,
+            },
+            other => other,
+        }
+    }
+
+    #[test]
+    fn a_fair_queue_is_routed_only_by_rules_that_ask_for_it() {
+        let throttle = hash(s("slow"), RawValue::Int(2), RawValue::Int(100));
+        let own = hash(s("own_processes"), RawValue::Int(0), RawValue::Int(1));
+        let plain = RuleSet::parse("Job", &[throttle.clone(), own.clone()], 1000.0).unwrap();
+        assert!(plain.routes(false));
+        assert!(
+            !plain.routes(true),
+            "no rule asked: a fair queue's push is not routed"
+        );
+        assert_eq!(plain.queues(false), vec!["slow", "own_processes"]);
+        assert!(plain.queues(true).is_empty());
+
+        let mixed = RuleSet::parse(
+            "Job",
+            &[throttle, fair(own, RawValue::Other("true".into()))],
+            1000.0,
+        )
+        .unwrap();
+        assert!(mixed.routes(true));
+        assert_eq!(mixed.queues(true), vec!["own_processes"]);
+        assert!(!mixed.applies(0, true) && mixed.applies(1, true) && mixed.applies(0, false));
+        assert!(!mixed.applies(2, false));
+        let now = 1000.0;
+        // Three in 100 s, newest 5 s ago: the throttle fires, except on a fair queue.
+        assert_eq!(
+            mixed.decide_for(&[995.0, 990.0, 950.0], now, false),
+            Some(0)
+        );
+        assert_eq!(mixed.decide_for(&[995.0, 990.0, 950.0], now, true), None);
+        // Newest inside 1 s: the rule that asked fires on a fair queue too.
+        assert_eq!(mixed.decide_for(&[999.5, 990.0, 950.0], now, true), Some(1));
+        assert_eq!(mixed.decide(&[999.5, 990.0, 950.0], now), Some(1));
+        // Counting is the same either way: the key keeps what every rule needs.
+        assert_eq!(mixed.keep(), 3);
+        assert_eq!(mixed.window(), 100.0);
+    }
+
+    #[test]
+    fn from_fair_queue_takes_true_or_false_and_names_class_and_rule_otherwise() {
+        let rule = |v: RawValue| fair(hash(s("q"), RawValue::Int(1), RawValue::Missing), v);
+        for (value, expected) in [
+            (RawValue::Missing, false),
+            (RawValue::Nil, false),
+            (RawValue::Other("true".into()), true),
+            (RawValue::Other("false".into()), false),
+            (s("true"), true),
+        ] {
+            let set = RuleSet::parse("Job", &[rule(value)], 10.0).unwrap();
+            assert_eq!(set.rules()[0].from_fair_queue, expected);
+        }
+        for value in [
+            RawValue::Int(1),
+            s("yes"),
+            RawValue::Other(":always".into()),
+        ] {
+            let msg = RuleSet::parse("BillingJob", &[rule(value)], 10.0)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.starts_with("BillingJob: invalid fair_tenant_queues rule #1 {...}"),
+                "{msg}"
+            );
+            assert!(
+                msg.contains("from_fair_queue must be true or false"),
+                "{msg}"
+            );
+        }
     }
 
     #[test]

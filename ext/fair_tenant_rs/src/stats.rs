@@ -27,8 +27,9 @@ pub struct Evaluation {
     pub recent: u64,
 }
 
-/// Evaluates `times` (oldest first, as stored).
-pub fn evaluate(rules: &RuleSet, times: &[f64], now: f64) -> Evaluation {
+/// Evaluates `times` (oldest first, as stored); on a fair queue only the rules with
+/// `from_fair_queue` fire ([`RuleSet::decide_for`]).
+pub fn evaluate(rules: &RuleSet, times: &[f64], now: f64, fair_queue: bool) -> Evaluation {
     let counts = rules
         .rules()
         .iter()
@@ -38,13 +39,13 @@ pub fn evaluate(rules: &RuleSet, times: &[f64], now: f64) -> Evaluation {
     let mut newest_first: Vec<f64> = Vec::with_capacity(times.len() + 1);
     newest_first.push(now);
     newest_first.extend(times.iter().rev());
-    let next_rule = rules.decide(&newest_first, now);
+    let next_rule = rules.decide_for(&newest_first, now, fair_queue);
     // The job enqueued at times[j] saw times[..=j]: replay from the newest until one fired.
     let last_reroute = (0..times.len())
         .rev()
         .find(|&j| {
             rules
-                .decide(&newest_first[times.len() - j..], times[j])
+                .decide_for(&newest_first[times.len() - j..], times[j], fair_queue)
                 .is_some()
         })
         .map(|j| times[j]);
@@ -90,6 +91,8 @@ pub struct Query<'a> {
     pub job_class: &'a [u8],
     pub queue: &'a [u8],
     pub now: f64,
+    /// Whether `queue` is a fair queue.
+    pub fair_queue: bool,
 }
 
 /// A page of active tenants and how many there are in all.
@@ -155,7 +158,7 @@ fn row(q: &Query<'_>, tenant: Vec<u8>, times: Vec<f64>) -> TenantRow {
     TenantRow {
         tenant,
         last_enqueue: times.last().copied().unwrap_or(0.0),
-        eval: evaluate(q.rules, &times, q.now),
+        eval: evaluate(q.rules, &times, q.now, q.fair_queue),
     }
 }
 
@@ -187,6 +190,7 @@ mod tests {
             queue: RawValue::Str(q.into()),
             threshold: RawValue::Int(t),
             per: RawValue::Int(per),
+            from_fair_queue: RawValue::Missing,
             unknown_keys: vec![],
             inspect: "{...}".into(),
         };
@@ -195,17 +199,45 @@ mod tests {
 
     #[test]
     fn counts_each_window_and_predicts_the_next_queue() {
-        let e = evaluate(&rules(), &[850.0, 990.0], 1000.0);
+        let e = evaluate(&rules(), &[850.0, 990.0], 1000.0, false);
         assert_eq!(
             (e.counts.clone(), e.recent, e.next_rule),
             (vec![1, 0], 1, None)
         );
         // A job now would be the third in 100 s: over threshold 2.
-        let e = evaluate(&rules(), &[950.0, 990.0], 1000.0);
+        let e = evaluate(&rules(), &[950.0, 990.0], 1000.0, false);
         assert_eq!((e.counts.clone(), e.next_rule), (vec![2, 0], Some(0)));
         // And the second within 1 s: the last rule that fires wins.
-        let e = evaluate(&rules(), &[950.0, 999.5], 1000.0);
+        let e = evaluate(&rules(), &[950.0, 999.5], 1000.0, false);
         assert_eq!((e.counts, e.next_rule), (vec![2, 1], Some(1)));
+    }
+
+    #[test]
+    fn on_a_fair_queue_predicts_by_the_rules_that_asked_only() {
+        let raw = |q: &str, t: i64, per: i64, fair: bool| RawRule::Hash {
+            queue: RawValue::Str(q.into()),
+            threshold: RawValue::Int(t),
+            per: RawValue::Int(per),
+            from_fair_queue: if fair {
+                RawValue::Other("true".into())
+            } else {
+                RawValue::Missing
+            },
+            unknown_keys: vec![],
+            inspect: "{...}".into(),
+        };
+        let set = RuleSet::parse(
+            "Job",
+            &[raw("own", 2, 100, true), raw("slower", 1, 1, false)],
+            1000.0,
+        )
+        .unwrap();
+        let times = [950.0, 999.5];
+        assert_eq!(evaluate(&set, &times, 1000.0, false).next_rule, Some(1));
+        let e = evaluate(&set, &times, 1000.0, true);
+        assert_eq!((e.counts, e.next_rule), (vec![2, 1], Some(0)));
+        assert_eq!(evaluate(&set, &[999.5], 1000.0, true).next_rule, None);
+        assert_eq!(evaluate(&rules(), &times, 1000.0, true).next_rule, None);
     }
 
     #[test]
@@ -230,14 +262,14 @@ mod tests {
 
     #[test]
     fn last_reroute_is_the_newest_enqueue_whose_rule_fired_then() {
-        let e = evaluate(&rules(), &[500.0, 990.0, 990.5], 1000.0);
+        let e = evaluate(&rules(), &[500.0, 990.0, 990.5], 1000.0, false);
         assert_eq!(e.last_reroute, Some(990.5)); // second within 1 s
-        let e = evaluate(&rules(), &[950.0, 990.0, 998.0], 1000.0);
+        let e = evaluate(&rules(), &[950.0, 990.0, 998.0], 1000.0, false);
         assert_eq!(e.last_reroute, Some(998.0)); // third within 100 s
-        let e = evaluate(&rules(), &[100.0, 100.5, 990.0], 1000.0);
+        let e = evaluate(&rules(), &[100.0, 100.5, 990.0], 1000.0, false);
         assert_eq!(e.last_reroute, Some(100.5)); // the newest went through
-        let e = evaluate(&rules(), &[100.0, 500.0, 900.0], 1000.0);
+        let e = evaluate(&rules(), &[100.0, 500.0, 900.0], 1000.0, false);
         assert_eq!(e.last_reroute, None);
-        assert_eq!(evaluate(&rules(), &[], 1000.0).last_reroute, None);
+        assert_eq!(evaluate(&rules(), &[], 1000.0, false).last_reroute, None);
     }
 }

@@ -62,6 +62,7 @@ impl RbStats {
         order: Symbol,
         offset: usize,
         limit: usize,
+        fair_queue: bool,
     ) -> Result<RArray, Error> {
         let name = order.name()?;
         let Some(order) = Order::named(&name) else {
@@ -77,6 +78,7 @@ impl RbStats {
             job_class: &job_class,
             queue: &queue,
             now,
+            fair_queue,
         };
         let pool = &rb_self.0.pool;
         let page =
@@ -92,6 +94,7 @@ impl RbStats {
     }
 
     /// One tenant's row, whether or not it is in the index.
+    #[allow(clippy::too_many_arguments)]
     fn tenant_stat(
         ruby: &Ruby,
         rb_self: &Self,
@@ -100,6 +103,7 @@ impl RbStats {
         queue: RString,
         tenant: RString,
         now: f64,
+        fair_queue: bool,
     ) -> Result<RHash, Error> {
         let (job_class, queue, tenant) = (bytes(job_class), bytes(queue), bytes(tenant));
         let q = Query {
@@ -108,6 +112,7 @@ impl RbStats {
             job_class: &job_class,
             queue: &queue,
             now,
+            fair_queue,
         };
         let row = without_gvl(|| stats::tenant(&rb_self.0.pool, &q, &tenant))?.map_err(to_ruby)?;
         tenant_row(ruby, &row)
@@ -170,8 +175,8 @@ impl RbStats {
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Stats", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbStats::new, 1))?;
-    class.define_method("tenant_stats", magnus::method!(RbStats::tenant_stats, 7))?;
-    class.define_method("tenant_stat", magnus::method!(RbStats::tenant_stat, 5))?;
+    class.define_method("tenant_stats", magnus::method!(RbStats::tenant_stats, 8))?;
+    class.define_method("tenant_stat", magnus::method!(RbStats::tenant_stat, 6))?;
     class.define_method("index_key", magnus::method!(RbStats::index_key, 2))?;
     class.define_method("scopes", magnus::method!(RbStats::scopes, 1))?;
     class.define_method("scope_details", magnus::method!(RbStats::scope_details, 2))?;

@@ -6,6 +6,9 @@ module Sidekiq
     # `fair_tenant_queues` rule whose sliding-window count (this job included) exceeds its
     # threshold. One Redis round trip per push (an EVALSHA on the gem's own pool).
     #
+    # A job whose queue is a fair queue stays there: only rules with `from_fair_queue: true` apply
+    # to it, and without any the push is neither counted nor routed (no round trip).
+    #
     # It never loses a job and never raises into the enqueueing code, except an ArgumentError
     # for invalid rules pushed from a class (code you control). Anything else - Redis down or
     # slow, a re-pushed payload with odd values, a bug here - leaves the job on its original
@@ -30,16 +33,19 @@ module Sidekiq
       private
 
       def route(rules, class_name, worker, job)
+        queue = job["queue"]
+        fair = FairQueues.fair?(queue)
+        return unless rules.routes?(fair) # a fair queue's job, and no rule asked to re-route it
+
         klass = JobInfo.job_class(worker, job)
         default = JobInfo.default_queue(klass, job)
-        queue = job["queue"]
         return if default && default != queue # pushed to an explicit queue: respect it
 
         tenant = JobInfo.tenant(klass, job)
         return warn_no_tenant(class_name) unless tenant
 
         job["fair_tenant"] = json_safe(tenant)
-        index = FairTenant.native.router.route(rules, class_name, queue, tenant, Time.now.to_f)
+        index = FairTenant.native.router.route(rules, class_name, queue, tenant, Time.now.to_f, fair)
         job[COUNTED] = true
         reroute(class_name, job, rules, index, queue) if index
       rescue StandardError => e

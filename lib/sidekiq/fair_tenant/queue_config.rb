@@ -50,8 +50,12 @@ module Sidekiq
         Array(capsule.queues).map(&:to_s).tally
       end
 
+      # A class on a fair queue re-routes only by its rules with `from_fair_queue: true`.
       def plan(classes)
-        classes.map { |k| [k.name, JobClasses.default_queue(k), JobClasses.rules(k).queues] }
+        classes.map do |k|
+          queue = JobClasses.default_queue(k)
+          [k.name, queue, JobClasses.rules(k).queues_from(FairQueues.fair?(queue))]
+        end
       end
     end
   end

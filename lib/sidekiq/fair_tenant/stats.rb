@@ -34,7 +34,8 @@ module Sidekiq
           raise ArgumentError, "offset must be >= 0 and limit 1..#{MAX_PAGE}, got #{offset}, #{limit}"
         end
 
-        total, rows = native.tenant_stats(rules, klass.name, queue, now, order.to_sym, offset, limit)
+        total, rows = native.tenant_stats(rules, klass.name, queue, now, order.to_sym, offset, limit,
+                                          FairQueues.fair?(queue))
         Page.new(total: total, tenants: rows.map { |row| present(klass, rules, queue, row, now) },
                  offset: offset, limit: limit)
       end
@@ -46,7 +47,8 @@ module Sidekiq
 
       def tenant(job_class, tenant, now: Time.now.to_f)
         klass, rules, queue = resolve(job_class)
-        present(klass, rules, queue, native.tenant_stat(rules, klass.name, queue, tenant.to_s, now), now)
+        row = native.tenant_stat(rules, klass.name, queue, tenant.to_s, now, FairQueues.fair?(queue))
+        present(klass, rules, queue, row, now)
       end
 
       # Concurrency scopes with running or parked jobs (at most `max`), each with its holders
