@@ -66,6 +66,15 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
   end
 
   def sweep(identity = "sweeper:1:a") = Sidekiq.redis { |conn| recovery.sweep(conn, identity) }
+
+  # Sweeps until the dead process's in-flight list is empty: recovery may need two looks some seconds apart.
+  def recover(identity)
+    wait_for("#{identity}'s jobs recovered", timeout: 40, every: 0.25) do
+      sweep
+      redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).zero?
+    end
+  end
+
   def in_flight(fetch) = redis.lrange(fetch.inflight_key, 0, -1)
   def jid(unit) = JSON.parse(unit.job)["jid"]
 
@@ -73,7 +82,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
     ConservedJob.perform_async("bytes", 1, "x")
     fetcher("dead:1:a").retrieve_work # no heartbeat key: as if it died right after
 
-    sweep
+    recover("dead:1:a")
 
     expect(redis.llen("#{fair.base("fair")}t:#{Conservation::BYTES_TENANT}")).to eq(1)
     expect(redis.hget("#{fair.base("fair")}state", "n")).to eq("1")
@@ -124,7 +133,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
     redis.sadd(registry, "dead:4:a")
     payloads.each { |job| redis.lpush(Sidekiq::FairTenant::Native::Fair.inflight_key("dead:4:a"), "4:fair1:a#{job}".b) }
 
-    sweep
+    recover("dead:4:a")
 
     dead = redis.zrange("dead", 0, -1).map(&:b)
     expect(%w[garbage-1 garbage-2 garbage-3].map do |marker|

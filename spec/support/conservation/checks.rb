@@ -102,7 +102,7 @@ module Conservation
       return unless job.pushed
 
       # A payload the processor sent to the dead set before its ack was applied: there twice for a while.
-      count -= 1 if job.garbage && places.any? { |kind, _| kind == :dead } &&
+      count -= 1 if count > 1 && job.garbage && places.any? { |kind, _| kind == :dead } &&
                     (pending.key?(job.id) || job.unconfirmed)
       if count > 1
         violation(:duplicate, "#{job.id} is in #{count} places: #{describe(places)}")

@@ -16,7 +16,6 @@ module Conservation
       process.pending.each { |held| @jobs[held.id].unconfirmed = true unless held.stale }
       process.units.each { |held| @jobs[held.id].lost_ok = true if !held.entry && !held.stale }
       sidekiq_redis { |conn| conn.call("DEL", process.identity) }
-      @crashed << process.identity
       "crash #{process.identity} (#{process.units.size} running, #{process.pending.size} acks unsent)"
     end
 

@@ -30,6 +30,7 @@ module Conservation
     HISTORY = 20
     # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.
     MAX_OPEN = 150
+    RECOVERY_WAIT = 20
 
     attr_reader :seed, :steps, :violations, :notes, :history
 
@@ -39,7 +40,6 @@ module Conservation
       @rng = Random.new(seed)
       @jobs = {}
       @processes = []
-      @crashed = []
       @started = 0
       @history = []
       @violations = {}
@@ -110,9 +110,10 @@ module Conservation
       end
       @history << "#{@step}. #{line}"
       @history.shift while @history.size > HISTORY
-      check
+      view = check
       @found.each { |found, message| note_violation(found, message) }
       @found.clear
+      view
     end
 
     # Violations found during a step are kept with the steps up to and including it.
@@ -153,7 +154,7 @@ module Conservation
     def settle
       heal
       final = @processes.last
-      record(:sweep, final)
+      recover_crashed(final)
       @processes.each do |process|
         record(:finish, process) until process.units.empty?
         record(:flush, process)
@@ -170,6 +171,20 @@ module Conservation
       end
       record(:flush, final)
       check_settled
+    end
+
+    # Sweeps until no crashed process has jobs in flight. A sweep may recover only once the heartbeat key has
+    # been gone for a while (two looks some seconds apart): then it is repeated on the wall clock, for at most
+    # RECOVERY_WAIT seconds; what is still in flight after that waits for its recovery (check_settled).
+    def recover_crashed(sweeper)
+      deadline = monotonic + RECOVERY_WAIT
+      loop do
+        view = record(:sweep, sweeper)
+        orphans = view.inflight.any? { |identity, entries| !entries.empty? && !live?(identity) }
+        break if !orphans || monotonic > deadline
+
+        sleep 0.25
+      end
     end
 
     def heal
