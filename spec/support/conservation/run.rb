@@ -180,7 +180,9 @@ module Conservation
       deadline = monotonic + RECOVERY_WAIT
       loop do
         view = record(:sweep, sweeper)
-        orphans = view.inflight.any? { |identity, entries| !entries.empty? && !live?(identity) }
+        orphans = view.inflight.any? do |identity, entries|
+          !entries.empty? && !live?(identity) && view.registry.include?(identity) # others are never recovered
+        end
         break if !orphans || monotonic > deadline
 
         sleep 0.25
