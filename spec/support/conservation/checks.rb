@@ -84,11 +84,10 @@ module Conservation
 
     def check_jobs(view)
       running_plain = @processes.flat_map(&:units).reject { |held| held.entry || held.stale }.map(&:id).tally
-      pending = @processes.flat_map(&:pending).reject(&:stale).map(&:id).tally
       # Jobs done (or gone with a crash) are looked at again only when Redis holds them.
       (@open | view.places.keys).each do |id|
         job = @jobs[id] or next
-        check_job(job, view.places.fetch(id, []), running_plain, pending)
+        check_job(job, view.places.fetch(id, []), running_plain)
         job.pushed && !job.done && !job.lost_ok ? @open << id : @open.delete(id)
       end
       view.places.each_key do |id|
@@ -96,14 +95,14 @@ module Conservation
       end
     end
 
-    def check_job(job, places, running_plain, pending)
+    def check_job(job, places, running_plain)
       count = places.size + running_plain.fetch(job.id, 0)
       return pushed_anyway(job, places) if !job.pushed && count.positive?
       return unless job.pushed
 
-      # A payload the processor sent to the dead set before its ack was applied: there twice for a while.
-      count -= 1 if count > 1 && job.garbage && places.any? { |kind, _| kind == :dead } &&
-                    (pending.key?(job.id) || job.unconfirmed)
+      # A payload the processor sent to the dead set is there and, until its ack is applied (or, at least once,
+      # after a crash or a lapse), in flight or waiting to be sent there again.
+      count -= 1 if count > 1 && job.killed && places.any? { |kind, _| kind == :dead }
       if count > 1
         violation(:duplicate, "#{job.id} is in #{count} places: #{describe(places)}")
       elsif count.zero? && !job.done && !job.lost_ok

@@ -5,7 +5,8 @@ module Conservation
   #   done       it ran and its end is in Redis (acknowledged, or a plain job that finished): never again
   #   lost_ok    a plain job in a crashed process's memory (BasicFetch's way: gone with the process)
   #   unconfirmed  it ran, but its process crashed with the acknowledgement still in memory: may run again
-  Job = Struct.new(:id, :queue, :klass, :args, :pushed, :done, :lost_ok, :unconfirmed, :garbage,
+  #   killed     a payload that is no job (garbage), sent to the dead set by the processor that fetched it
+  Job = Struct.new(:id, :queue, :klass, :args, :pushed, :done, :lost_ok, :unconfirmed, :garbage, :killed,
                    keyword_init: true)
 
   # A process: a FairFetch, Sidekiq's heartbeat key named by its identity, the units its threads run, and

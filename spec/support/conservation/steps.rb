@@ -62,15 +62,14 @@ module Conservation
     def fetch(process = random_process, idle: rng.rand(4).zero?)
       return "fetch: no process" unless process
 
-      idle_thread = idle
-      Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = idle_thread || nil
+      Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = idle || nil # its last wait timed out
       pending = process.pending.dup
       unit = begin
         process.fetcher.retrieve_work
       ensure
         confirm_acks(process, pending, failed: $ERROR_INFO)
       end
-      return "fetch #{process.identity}#{" (idle)" if idle_thread}: nothing" unless unit
+      return "fetch #{process.identity}#{" (idle)" if idle}: nothing" unless unit
 
       hold(process, unit)
     end
@@ -92,7 +91,10 @@ module Conservation
 
       held = process.units.delete_at(rng.rand(process.units.size))
       job = @jobs[held.id]
-      Sidekiq::DeadSet.new.kill(held.unit.job, notify_failure: false) if job&.garbage && !held.stale
+      if job&.garbage && !held.stale
+        Sidekiq::DeadSet.new.kill(held.unit.job, notify_failure: false)
+        job.killed = true
+      end
       held.unit.acknowledge
       if held.stale
         @notes[:ran_twice_after_lapse] += 1
