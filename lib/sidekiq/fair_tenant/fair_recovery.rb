@@ -6,8 +6,9 @@ module Sidekiq
       # Jobs left in the in-flight list of a process that died without requeueing them (SIGKILL, OOM, a lost
       # host) go back to the front of their tenants: at least once. A process is taken for dead when its
       # Sidekiq heartbeat key (rewritten every 5-10 s, expiring 60 s after the last beat) is gone, and still
-      # gone LAPSE seconds after a sweep first found it gone: longer than one heartbeat interval, so a live
-      # process whose key was deleted or evicted has beaten again by then, and its jobs stay where they are.
+      # gone LAPSE seconds after a sweep first found it gone, with no beat in between: longer than one
+      # heartbeat interval, so a live process whose key was deleted or evicted has beaten again by then (a
+      # beat that writes its key again clears the suspicion: beat_again), and its jobs stay where they are.
       # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
       # suspected, on the connection it fetches with, so jobs stay in their shard.
       #
@@ -47,6 +48,15 @@ module Sidekiq
             ensure
               conn.call("DEL", LOCK) # the TTL only frees it after a crash mid-sweep
             end
+          end
+
+          # Sidekiq's :heartbeat event: this process's beat found its key gone and wrote it again (a stall, an
+          # eviction, a deletion). A suspicion a sweep raised meanwhile is void: a later absence starts anew.
+          def beat_again(identity)
+            ::Sidekiq.redis { |conn| conn.call("HDEL", SUSPECTS, identity) }
+          rescue StandardError => e
+            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not clear this process's recovery suspicion: " \
+                                  "#{e.message}")
           end
 
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other

@@ -7,12 +7,7 @@ require "json"
 module Conservation
   # What a Run checks after every step, reading Redis (RedisView) against what the harness did.
   module Checks
-    # Sidekiq's heartbeat interval (6.4: 5 s, 7.x: 10 s): a key gone for less than this is a lapse, not a death.
-    BEAT = 5
-
     private
-
-    def monotonic = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
 
     def check
       view = sidekiq_redis { |conn| RedisView.new(conn, FAIR_QUEUES) }
@@ -59,10 +54,10 @@ module Conservation
       (count - helds.size).times { process.leaked.delete_at(process.leaked.index(entry)) }
       if @swept && !process.beating
         @notes[:lapse_recovered] += count
-        gone = monotonic - process.lapsed_at
-        if gone < BEAT
+        unless process.stalled
+          lapse = Sidekiq::FairTenant::FairFetch::Recovery::LAPSE
           violation(:live_recovered, "#{process.identity}: #{count} in-flight job(s) of a live process recovered " \
-                                     "#{format("%.2f", gone)} s after its heartbeat key went (one beat is #{BEAT} s)")
+                                     "before its heartbeat key had been gone for #{lapse} s")
         end
       else
         ids = helds.map(&:id).join(",")

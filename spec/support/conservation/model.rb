@@ -11,7 +11,9 @@ module Conservation
 
   # A process: a FairFetch, Sidekiq's heartbeat key named by its identity, the units its threads run, and
   # the entries of units acknowledged but not yet sent (they ride with the next fetch).
-  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :lapsed_at, :leaked, keyword_init: true)
+  # stalled: its heartbeat key has been gone for longer than Recovery::LAPSE (time_passes): a recovery may take
+  # its jobs although it lives (a stall), and they may run twice.
+  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :stalled, :leaked, keyword_init: true)
 
   # A unit of work a process runs: `entry` for a fair queue's (in its in-flight list), nil for a plain one.
   # Stale: a recovery took its entry away (a heartbeat lapse), the job may run elsewhere too.

@@ -11,7 +11,7 @@ module Conservation
       return "crash: no process" unless process && @processes.size > 1
 
       @processes.delete(process)
-      process.fetcher.send(:take_acks) # the process is gone: what it had in memory with it
+      process.fetcher.instance_variable_get(:@acks).clear # the process is gone: what it had in memory with it
       Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(process.fetcher)
       process.pending.each { |held| @jobs[held.id].unconfirmed = true unless held.stale }
       process.units.each { |held| @jobs[held.id].lost_ok = true if !held.entry && !held.stale }
@@ -25,7 +25,7 @@ module Conservation
       identity = "host-#{rng.rand(3)}:#{1000 + @started}:#{format("%06x", rng.rand(1 << 24))}"
       @started += 1
       queues, strict = settings || QUEUE_SETS.sample(random: rng)
-      fetcher = Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity: identity)
+      fetcher = Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
       Sidekiq::FairTenant::Slots.stop # its lease sweep would run on the wall clock; no slot lease expires here
       process = Proc.new(identity: identity, fetcher: fetcher, units: [], pending: [], beating: false, leaked: [])
       @processes << process
@@ -37,11 +37,16 @@ module Conservation
     def beat(process = random_process)
       return "beat: no process" unless process
 
-      sidekiq_redis do |conn|
+      existed = sidekiq_redis do |conn|
+        existed = conn.call("EXISTS", process.identity).to_i.positive?
         conn.call("HSET", process.identity, "beat", Time.now.to_f.to_s, "busy", process.units.size.to_s)
         conn.call("EXPIRE", process.identity, 60)
+        existed
       end
+      # Sidekiq fires :heartbeat when a beat writes its key again; the gem's handler runs then.
+      Sidekiq::FairTenant::FairFetch::Recovery.beat_again(process.identity) unless existed
       process.beating = true
+      process.stalled = false
       "beat #{process.identity}"
     end
 
@@ -49,19 +54,34 @@ module Conservation
       return "lapse: no process" unless process
 
       sidekiq_redis { |conn| conn.call("DEL", process.identity) }
-      process.lapsed_at = monotonic if process.beating
       process.beating = false
       "lapse #{process.identity} (heartbeat key deleted, process alive)"
+    end
+
+    # Recovery::LAPSE seconds pass (on Redis's clock, as the sweep reads it: every suspect's first-seen-gone
+    # time moves back). A live process a sweep suspected, whose key is still gone, has stalled that long.
+    def time_passes
+      key = Sidekiq::FairTenant::Native::Fair.recovery_suspects_key
+      lapse = Sidekiq::FairTenant::FairFetch::Recovery::LAPSE
+      suspects = sidekiq_redis { |conn| conn.call("HGETALL", key) }
+      suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array)
+      sidekiq_redis do |conn|
+        suspects.each { |identity, since| conn.call("HSET", key, identity, (since.to_f - lapse - 1).to_s) }
+      end
+      stalled = @processes.select { |process| !process.beating && suspects.key?(process.identity) }
+      stalled.each { |process| process.stalled = true }
+      "#{lapse + 1} s pass (#{suspects.size} suspected, #{stalled.size} of them alive: stalled)"
     end
 
     def sweep(process = random_process)
       return "sweep: no process" unless process
 
       before = garbage_in_flight
-      found = sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
+      result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
       @swept = before
-      @notes[:recovered] += found.to_i
-      "sweep by #{process.identity}: #{found} recovered"
+      found = result ? result[:recovered] : 0
+      @notes[:recovered] += found
+      "sweep by #{process.identity}: #{found} recovered, #{result && result[:suspected]} suspected"
     end
   end
 end

@@ -25,12 +25,12 @@ module Conservation
     include Checks
 
     WEIGHTS = { push: 22, fetch: 26, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2, lapse: 3,
-                beat: 4, sweep: 5, weight: 4, limit: 3, refused: 3, toggle_fair: 1, garbage: 1 }.freeze
+                beat: 4, sweep: 5, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
+                garbage: 1 }.freeze
     KINDS = WEIGHTS.flat_map { |kind, weight| [kind] * weight }.freeze
     HISTORY = 20
     # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.
     MAX_OPEN = 150
-    RECOVERY_WAIT = 20
 
     attr_reader :seed, :steps, :violations, :notes, :history
 
@@ -173,19 +173,17 @@ module Conservation
       check_settled
     end
 
-    # Sweeps until no crashed process has jobs in flight. A sweep may recover only once the heartbeat key has
-    # been gone for a while (two looks some seconds apart): then it is repeated on the wall clock, for at most
-    # RECOVERY_WAIT seconds; what is still in flight after that waits for its recovery (check_settled).
+    # Sweeps until no crashed process has jobs in flight: a sweep suspects a process whose key is gone, and
+    # recovers it once Recovery::LAPSE seconds have passed (time_passes).
     def recover_crashed(sweeper)
-      deadline = monotonic + RECOVERY_WAIT
-      loop do
+      3.times do
         view = record(:sweep, sweeper)
         orphans = view.inflight.any? do |identity, entries|
           !entries.empty? && !live?(identity) && view.registry.include?(identity) # others are never recovered
         end
-        break if !orphans || monotonic > deadline
+        break unless orphans
 
-        sleep 0.25
+        record(:time_passes)
       end
     end
 
