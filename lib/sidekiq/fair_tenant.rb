@@ -174,8 +174,6 @@ module Sidekiq
           Slots.start
         end
         config.on(:shutdown) { Slots.stop }
-        # Sidekiq fires :heartbeat when a beat finds its key gone and writes it again (6.4, 7.x, 8.x).
-        config.on(:heartbeat) { FairFetch::Recovery.beat_again(FairFetch.identity) if FairQueues.any? }
       end
     end
 

@@ -6,9 +6,10 @@ module Sidekiq
       # Jobs left in the in-flight list of a process that died without requeueing them (SIGKILL, OOM, a lost
       # host) go back to the front of their tenants: at least once. A process is taken for dead when its
       # Sidekiq heartbeat key (rewritten every 5-10 s, expiring 60 s after the last beat) is gone, and still
-      # gone LAPSE seconds after a sweep first found it gone, with no beat in between: longer than one
-      # heartbeat interval, so a live process whose key was deleted or evicted has beaten again by then (a
-      # beat that writes its key again clears the suspicion: beat_again), and its jobs stay where they are.
+      # gone LAPSE seconds after a sweep first found it gone, and the process did not show it lives meanwhile:
+      # every ALIVE seconds the gem's own heartbeat thread of a process with a fair fetcher clears any
+      # suspicion of it (`alive`), so a live process whose key was deleted or evicted keeps its jobs, and only
+      # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
       # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
       # suspected, on the connection it fetches with, so jobs stay in their shard.
       #
@@ -16,6 +17,7 @@ module Sidekiq
       # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
       module Recovery
         INTERVAL = 15
+        ALIVE = 4
         LAPSE = Native::Fair::RECOVERY_LAPSE_SECONDS
         REGISTRY = Native::Fair.registry_key.freeze
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
@@ -23,6 +25,8 @@ module Sidekiq
 
         @next = 0.0
         @mutex = Mutex.new
+        @identity = nil
+        @alive_at = 0.0
 
         class << self
           # True once per INTERVAL per process (sooner while a process is suspected): this caller looks.
@@ -50,13 +54,25 @@ module Sidekiq
             end
           end
 
-          # Sidekiq's :heartbeat event: this process's beat found its key gone and wrote it again (a stall, an
-          # eviction, a deletion). A suspicion a sweep raised meanwhile is void: a later absence starts anew.
-          def beat_again(identity)
+          # The fetching process named `identity` lives: a suspicion a sweep raised is void (a later absence of
+          # its heartbeat key starts anew).
+          def alive(identity)
             ::Sidekiq.redis { |conn| conn.call("HDEL", SUSPECTS, identity) }
-          rescue StandardError => e
-            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not clear this process's recovery suspicion: " \
-                                  "#{e.message}")
+          end
+
+          # From the gem's heartbeat thread (Slots.beat): `alive` every ALIVE seconds in a process with a fair
+          # fetcher.
+          def beat(now)
+            identity = @identity or return
+            return if now < @alive_at
+
+            @alive_at = now + ALIVE
+            alive(identity)
+          end
+
+          def fetching_as(identity)
+            @identity = identity
+            @alive_at = 0.0
           end
 
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other

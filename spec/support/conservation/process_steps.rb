@@ -37,14 +37,12 @@ module Conservation
     def beat(process = random_process)
       return "beat: no process" unless process
 
-      existed = sidekiq_redis do |conn|
-        existed = conn.call("EXISTS", process.identity).to_i.positive?
+      sidekiq_redis do |conn|
         conn.call("HSET", process.identity, "beat", Time.now.to_f.to_s, "busy", process.units.size.to_s)
         conn.call("EXPIRE", process.identity, 60)
-        existed
       end
-      # Sidekiq fires :heartbeat when a beat writes its key again; the gem's handler runs then.
-      Sidekiq::FairTenant::FairFetch::Recovery.beat_again(process.identity) unless existed
+      # The gem's own heartbeat thread, which runs beside Sidekiq's (a lapse stalls both).
+      Sidekiq::FairTenant::FairFetch::Recovery.alive(process.identity)
       process.beating = true
       process.stalled = false
       "beat #{process.identity}"
