@@ -253,5 +253,20 @@ RSpec.describe "Sidekiq's API on a fair queue" do
       expect(queue.latency).to eq(0.0)
       expect(queue.size).to eq(1)
     end
+
+    it "past the capped tenants it reads, tells a held-back tenant by its next job's full static scope" do
+      %w[first second].each { |t| 2.times { |i| push(t, i, age: 200, klass: ShownStaticCapJob) } }
+      push("open", 0, age: 100, klass: ShownStaticCapJob)
+      push("plain", 0, age: 30, klass: ShownUncappedJob)
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      2.times { fetch.retrieve_work } # first and second take their slots and are held back
+      expect(tenants_in("capped")).to eq(%w[first second])
+
+      latency = lambda { |read|
+        Sidekiq.redis { |c| Sidekiq::FairTenant::FairBacklog.latency(c, "fair", capped_read: read) }
+      }
+      expect(latency.call(1)).to be_within(5).of(100) # "second" found held by its scope, "open" has room
+      expect(latency.call(1000)).to be_within(5).of(100)
+    end
   end
 end

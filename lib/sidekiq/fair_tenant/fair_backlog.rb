@@ -11,6 +11,7 @@ module Sidekiq
       PAGE = 100 # jobs per round trip when listing
       STEPS = 1000 # tenants looked at per round trip when listing, or passed over for the latency
       SCAN = 100 # tenants whose lists one round trip of a delete looks through (ZSCAN's COUNT)
+      CAPPED_READ = 1000 # capped tenants the latency reads; past them it looks at a tenant's scope
       HELD_MAX = 10_000 # paused, capped and over tenants whose jobs the stats count, per set
       START = ["", "", 0, 0].freeze # a walk's cursor (score, tenant, offset, length) before the first tenant
 
@@ -112,8 +113,9 @@ module Sidekiq
 
       # Seconds the oldest job a free thread could start now has waited (paused tenants and tenants behind a
       # static cap left out); 0.0 when none waits.
-      def latency(conn, queue)
-        oldest = FairQueues.run(conn, "latency", [FairQueues::WEIGHTS_KEY], [FairQueues.base(queue), queue, STEPS])
+      def latency(conn, queue, capped_read: CAPPED_READ)
+        oldest = FairQueues.run(conn, "latency", [FairQueues::WEIGHTS_KEY],
+                                [FairQueues.base(queue), queue, STEPS, capped_read])
         oldest ? [Time.now.to_f - oldest.to_f, 0.0].max : 0.0
       end
 

@@ -2,14 +2,13 @@
 -- autoscalers read): tenants from `heads`, oldest job first, passing over paused ones (in `paused`, or of
 -- weight 0 and not moved there yet) and ones held back by a static cap (in `capped`). Tenants over an elastic
 -- cap (`over`) count: spare threads serve them. Read-only; at most `steps` tenants are passed over, then the
--- next one's time is taken. Held back means a member of `capped` among its first CAPPED_READ (lowest start
--- tags), or, past them, a tenant whose next job's static scope is full.
+-- next one's time is taken. Held back means a member of `capped` among its first `read` (lowest start tags),
+-- or, when it has more, a tenant whose next job's static scope is full.
 -- KEYS  weights
--- ARGV  base, queue, steps
+-- ARGV  base, queue, steps, read
 -- Returns that job's enqueue time in seconds (a string), or false when none waits.
 local k = fair_keys(ARGV[1], KEYS[1])
-local queue, steps = ARGV[2], tonumber(ARGV[3])
-local CAPPED_READ = 1000
+local queue, steps, CAPPED_READ = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 
 local capped = {}
 local members = redis.call('ZRANGE', k.capped, 0, CAPPED_READ - 1)
