@@ -88,4 +88,10 @@ measure(redis, "JobRecord#delete, tenant unknown (scan)") do
   record.fair_tenant = "nobody"
   record.delete
 end
+Sidekiq.redis { |conn| FairQueues.push(conn, "bench", [["solo", job("solo", 0)]]) }
+measure(redis, "JobRecord#delete of a tenant's only job (leaves)") do
+  record = Sidekiq::JobRecord.new(redis.lindex("#{base}t:solo", 0), "bench")
+  record.fair_tenant = "solo"
+  [record.delete, redis.zscore("#{base}heads", "solo")]
+end
 server.stop
