@@ -424,10 +424,7 @@ RSpec.describe "Fair fetch" do
       FairJob.perform_async("small", 0)
       Sidekiq::FairTenant.weights.set(2, tenant: "acme")
       fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
-      Sidekiq.redis do |conn|
-        Sidekiq::FairTenant::FairFetch::Recovery.register(conn, Sidekiq::FairTenant::FairFetch.identity)
-      end
-      unit = fetch.retrieve_work # acme's first job (activated first)
+      unit = fetch.retrieve_work # acme's first job (activated first); registers the process for recovery
 
       stats = Sidekiq::FairTenant.fair_stats
       expect(stats.queues).to eq([{ queue: "fair", backlog: 3, startable: 3, paused: 0, held: 0, in_flight: 1,

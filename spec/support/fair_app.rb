@@ -109,3 +109,40 @@ class PlainQueueJob
     FairApp.record("start", jid, "plain", nil, index)
   end
 end
+
+# Records its start and finish even through refused writes (a failover, min-replicas-to-write): a spec can
+# then tell a job that ran twice from a record that failed. args: tenant, index, sleep_ms
+class SteadyFairJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def self.record(*args)
+    FairApp.record(*args)
+  rescue StandardError
+    sleep(0.05)
+    retry
+  end
+
+  def perform(tenant, index, sleep_ms = 0)
+    SteadyFairJob.record("start", jid, "fair", tenant, index)
+    sleep(sleep_ms / 1000.0) if sleep_ms.positive?
+    SteadyFairJob.record("finish", jid, "fair", tenant, index)
+  end
+end
+
+# Records, as its index, how many jobs still wait in queue:fair (not yet adopted) when it starts.
+class ProbeFairJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, _index)
+    left = Sidekiq.redis { |conn| conn.call("LLEN", "queue:fair") }
+    FairApp.record("start", jid, "fair", tenant, left.to_i)
+  end
+end

@@ -121,6 +121,17 @@ pub fn registry_key() -> String {
     format!("{PREFIX}inflight-owners")
 }
 
+/// Registered processes whose Sidekiq heartbeat a recovery sweep found gone: identity -> when first seen
+/// gone (Redis time, seconds). Cleared when the heartbeat is back or the process's jobs were recovered.
+pub fn recovery_suspects_key() -> String {
+    format!("{PREFIX}inflight-suspects")
+}
+
+/// Seconds a process's heartbeat key must stay gone, after a sweep first found it gone, before its
+/// in-flight jobs are recovered: longer than one Sidekiq heartbeat interval (5 s in 6.x/7.x, 10 s in
+/// 8.x), so a live process whose key was deleted or evicted has beaten again by then.
+pub const RECOVERY_LAPSE_SECONDS: u64 = 11;
+
 /// Held (SET NX, with a TTL) by the process recovering orphaned in-flight jobs.
 pub fn recovery_lock_key() -> String {
     format!("{PREFIX}recovery-lock")
@@ -147,20 +158,32 @@ impl Entry {
     }
 
     pub fn decode(entry: &str) -> Option<Entry> {
-        let (queue, rest) = take_counted(entry)?;
-        let (tenant, job) = take_counted(rest)?;
+        let (queue, tenant, job) = split_entry(entry.as_bytes())?;
         Some(Entry {
-            queue: queue.to_string(),
-            tenant: tenant.to_string(),
-            job: job.to_string(),
+            queue: String::from_utf8(queue.to_vec()).ok()?,
+            tenant: String::from_utf8(tenant.to_vec()).ok()?,
+            job: String::from_utf8(job.to_vec()).ok()?,
         })
     }
 }
 
-fn take_counted(s: &str) -> Option<(&str, &str)> {
-    let (len, rest) = s.split_once(':')?;
-    let len: usize = len.parse().ok()?;
-    if !rest.is_char_boundary(len.min(rest.len())) || rest.len() < len {
+/// An in-flight entry's queue, tenant and job as bytes: a job is moved as it was pushed, whatever its
+/// bytes (not UTF-8, or read back under another default encoding); lengths count bytes, as Lua's `#`.
+pub fn split_entry(entry: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let (queue, rest) = take_counted(entry)?;
+    let (tenant, job) = take_counted(rest)?;
+    Some((queue, tenant, job))
+}
+
+fn take_counted(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = s.iter().take(21).position(|&b| b == b':')?;
+    let digits = &s[..colon];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let len: usize = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let rest = &s[colon + 1..];
+    if rest.len() < len {
         return None;
     }
     Some(rest.split_at(len))
@@ -536,6 +559,26 @@ mod tests {
         assert_eq!(Entry::decode(&shared.encode()), Some(shared));
         assert_eq!(Entry::decode("x:y"), None);
         assert_eq!(Entry::decode("99:short"), None);
+        assert_eq!(Entry::decode(":x0:"), None);
+        assert_eq!(Entry::decode("-1:x0:"), None);
+    }
+
+    #[test]
+    fn entries_split_as_bytes_whatever_the_job_holds() {
+        let job: &[u8] = b"{\"args\":[\"caf\xe9 \xff\"]}";
+        let mut entry = b"4:fair4:acme".to_vec();
+        entry.extend_from_slice(job);
+        assert_eq!(
+            split_entry(&entry),
+            Some((&b"fair"[..], &b"acme"[..], job))
+        );
+        let shop = "5:caf\u{e9}10:boutique\u{e9}{}".as_bytes();
+        assert_eq!(
+            split_entry(shop),
+            Some(("caf\u{e9}".as_bytes(), "boutique\u{e9}".as_bytes(), &b"{}"[..]))
+        );
+        assert_eq!(split_entry(b"not json"), None);
+        assert_eq!(split_entry(b"4:fair9:acme{}"), None);
     }
 
     #[test]
@@ -581,6 +624,8 @@ mod tests {
         assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
         assert!(inflight_key("host:1:abc").starts_with(PREFIX));
         assert_ne!(registry_key(), recovery_lock_key());
+        assert_ne!(registry_key(), recovery_suspects_key());
+        assert!(recovery_suspects_key().starts_with(PREFIX));
         assert_eq!(parse_weight(Some("3")), 3.0);
         assert_eq!(
             parse_weight_field(&weight_field("acme", Some("imports"))),

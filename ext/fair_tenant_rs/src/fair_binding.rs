@@ -4,7 +4,7 @@
 
 use magnus::{prelude::*, Error, RModule, RString, Ruby, Value};
 
-use crate::fair::{self, Entry};
+use crate::fair;
 use crate::helpers::errors::argument_error;
 use crate::ideal;
 
@@ -33,9 +33,20 @@ fn parse_weight_field(ruby: &Ruby, field: String) -> Value {
     out.as_value()
 }
 
-fn decode_entry(ruby: &Ruby, entry: String) -> Result<Value, Error> {
-    Ok(match Entry::decode(&entry) {
-        Some(e) => ruby.ary_from_vec(vec![e.queue, e.tenant, e.job]).as_value(),
+/// `[queue, tenant, job]` of an in-flight entry, or nil: queue and tenant as UTF-8 strings, the job with the
+/// bytes it was pushed with (binary), whatever the entry's encoding tag.
+fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
+    // SAFETY: the slice is copied into new Ruby strings before any Ruby code can run.
+    let bytes = unsafe { entry.as_slice() };
+    Ok(match fair::split_entry(bytes) {
+        Some((queue, tenant, job)) => {
+            let parts = [
+                ruby.enc_str_new(queue, ruby.utf8_encoding()),
+                ruby.enc_str_new(tenant, ruby.utf8_encoding()),
+                ruby.str_from_slice(job),
+            ];
+            ruby.ary_from_iter(parts).as_value()
+        }
         None => ruby.qnil().as_value(),
     })
 }
@@ -74,6 +85,11 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         "recovery_lock_key",
         magnus::function!(fair::recovery_lock_key, 0),
     )?;
+    module.define_singleton_method(
+        "recovery_suspects_key",
+        magnus::function!(fair::recovery_suspects_key, 0),
+    )?;
+    module.const_set("RECOVERY_LAPSE_SECONDS", fair::RECOVERY_LAPSE_SECONDS)?;
     module.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
     module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;

@@ -38,8 +38,8 @@ module Sidekiq
       def fair_off(argv)
         queue = argv.shift or raise CLI::UsageError, "fair-off needs a QUEUE"
         extra!(argv)
-        moved = Sidekiq.redis { |conn| FairQueues.drain(conn, queue) }
-        @out.puts("moved #{moved} job(s) of #{queue}'s fair backlog to queue:#{queue}")
+        result = Sidekiq.redis { |conn| FairOff.run(conn, queue, on_wait: FairOff.method(:waiting).curry[@out]) }
+        @out.puts(FairOff.note(queue, result))
       end
 
       # stats --fair [QUEUE]: every fair queue, or one queue's waiting tenants (oldest first).

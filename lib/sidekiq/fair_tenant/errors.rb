@@ -16,5 +16,11 @@ module Sidekiq
 
     # Invalid settings: Redis URL, pool size, timeouts, key format.
     class ConfigurationError < Error; end
+
+    # The reason a fair queue's job went to the dead set: its process died while running it too often.
+    class Interrupted < Error; end
+
+    # The reason a payload in a fair queue went to the dead set: it is not a job (not a JSON object).
+    class NotAJob < Error; end
   end
 end

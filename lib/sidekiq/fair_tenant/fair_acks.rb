@@ -7,8 +7,11 @@ module Sidekiq
       # call of any thread of the process, so a job costs one round trip (its fetch). A thread that blocks
       # without calling the script first, shutdown (`bulk_requeue`, which Sidekiq 8.1.3+ calls only on a hard
       # shutdown) and the process's exit send them on their own. A SIGKILL between a job's end and the next
-      # fetch leaves its entry: the job runs again (at least once).
+      # fetch leaves its entry: the job runs again (at least once). Acknowledgements leave memory only once a
+      # call that carried them returned: a failed, refused or interrupted call (a failover's READONLY, a
+      # timeout, Sidekiq::Shutdown) keeps them for the next (dropping an entry twice is harmless).
       module Acks
+        ATTEMPTS_AT_EXIT = 3
         @fetchers = []
         @mutex = Mutex.new
 
@@ -20,11 +23,17 @@ module Sidekiq
           end
         end
 
+        # At exit, a few attempts (a failover may be under way); what still fails runs again (at least once).
         def self.flush_all
           @mutex.synchronize { @fetchers.dup }.each do |fetcher|
-            fetcher.flush_acks
-          rescue StandardError => e
-            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not acknowledge finished jobs at exit: #{e.message}")
+            attempt = 0
+            begin
+              fetcher.flush_acks
+            rescue StandardError => e
+              attempt += 1
+              retry if attempt < ATTEMPTS_AT_EXIT && sleep(0.5)
+              ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not acknowledge finished jobs at exit: #{e.message}")
+            end
           end
         end
 
@@ -33,8 +42,11 @@ module Sidekiq
         end
 
         def flush_acks(conn = nil)
-          entries = take_acks
-          finish("ack", entries, conn) unless entries.empty?
+          entries = pending_acks
+          return if entries.empty?
+
+          finish("ack", entries, conn)
+          acks_applied(entries)
         end
 
         private
@@ -45,8 +57,16 @@ module Sidekiq
           Acks.track(self)
         end
 
-        def take_acks
-          @acks_mutex.synchronize { @acks.slice!(0..) }
+        def pending_acks
+          @acks_mutex.synchronize { @acks.dup }
+        end
+
+        # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
+        def acks_applied(entries)
+          return if entries.empty?
+
+          sent = entries.to_h { |entry| [entry, true] }.compare_by_identity
+          @acks_mutex.synchronize { @acks.reject! { |entry| sent.key?(entry) } }
         end
       end
     end

@@ -17,20 +17,22 @@ module Sidekiq
       extend Held
       include IdleLook
       include Acks
+      include Running
 
       TIMEOUT = 2
       # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip.
       ADOPT_BATCH = 100
 
-      attr_reader :inflight_key
+      attr_reader :inflight_key, :identity
 
-      # Sidekiq 7.x/8.x pass a capsule; 6.4 its options Hash.
-      def initialize(capsule_or_options)
+      # Sidekiq 7.x/8.x pass a capsule; 6.4 its options Hash. `identity` names the in-flight list (Sidekiq's
+      # heartbeat identity of this process unless given).
+      def initialize(capsule_or_options, identity = FairFetch.identity)
         @capsule, @strict, @queues = FairFetch.queue_settings(capsule_or_options)
-        @identity = FairFetch.identity
+        @identity = identity
         @inflight_key = Native::Fair.inflight_key(@identity)
-        @registered = false
         init_acks
+        init_running
         Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
       end
 
@@ -67,24 +69,22 @@ module Sidekiq
       def finish(mode, entries, conn = nil)
         return redis { |c| finish(mode, entries, c) } unless conn
 
-        FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY],
-                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, *entries])
+        FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY,
+                                     Recovery::SUSPECTS, "dead"],
+                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", *entries])
       end
 
       private
 
-      # Registers this process's in-flight list once, and now and then recovers dead processes' jobs.
+      # Now and then recovers dead processes' jobs. (A process registers for recovery with its first
+      # in-flight job, in the fetch script, and again whenever its list was emptied by a recovery.)
       def housekeeping(conn)
-        unless @registered
-          Recovery.register(conn, @identity)
-          @registered = true
-        end
         Recovery.sweep(conn, @identity) if Recovery.due?
       end
 
       def requeue_units(units)
         fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
-        finish("requeue", fair.map(&:entry)) unless fair.empty?
+        finish("requeue", fair.map { |unit| ended(unit) }) unless fair.empty?
         requeue_plain(plain.group_by(&:queue)) unless plain.empty?
       end
 
@@ -102,23 +102,34 @@ module Sidekiq
       def fetch(conn, names, woken:)
         pairs = names.flat_map { |name| [FairQueues.fair?(name) ? FairQueues.base(name) : "", name] }
         3.times do
-          acks = take_acks
-          argv = [woken ? "1" : "0", acks.size, *acks, *pairs]
-          reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY], argv)
-          return nil unless reply
-          return unit(reply) if reply.size > 1
-
-          FairQueues.adopt(conn, reply[0], ADOPT_BATCH)
+          reply = fetch_once(conn, woken, pairs) or return nil
+          # Jobs to adopt: first when nothing waits in fair order, else beside the job served.
+          FairQueues.adopt(conn, reply[0], ADOPT_BATCH) if reply.size == 1 || reply[5].to_i == 1
+          work = unit(reply) and return work
         end
         nil
       end
 
+      # One call of the fetch script, carrying the pending acknowledgements (forgotten once it returned).
+      def fetch_once(conn, woken, pairs)
+        acks = pending_acks
+        argv = [woken ? "1" : "0", @identity, acks.size, *acks, *pairs]
+        reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY], argv)
+        acks_applied(acks)
+        reply
+      end
+
+      # The unit of work of a reply; nil for a job this process is still running (recovered after a
+      # heartbeat lapse, then fetched again here): it is not run twice, and its run's acknowledgement now
+      # drops the new entry.
       def unit(reply)
+        return nil if reply.size == 1
+
         queue, tenant, job, entry, held = reply
         FairFetch.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
-        FairUnit.new("queue:#{queue}", job, entry, self)
+        started(FairUnit.new("queue:#{queue}", job, entry, self, Running.jid_of(job)))
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.

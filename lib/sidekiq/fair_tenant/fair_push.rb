@@ -30,6 +30,7 @@ module Sidekiq
         seconds = now.is_a?(Integer) ? now / 1000.0 : now
         pairs = payloads.map do |payload|
           payload["enqueued_at"] = now
+          payload.delete(FairFetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
           FairQueues.carry_slot(payload)
           [FairQueues.tenant(payload), Sidekiq.dump_json(payload)]
         end

@@ -98,17 +98,34 @@ module Sidekiq
       # Moves the oldest jobs of a fair queue's `queue:<name>` list into fair order (their tenants found as
       # for re-routing): jobs pushed by a client without the gem, a raw LPUSH, a slot hand-over, or the
       # backlog from before fair fetch. If another process does the same at once the script refuses (-1)
-      # and the next fetch tries again.
-      # A job with `fair_tenant_concurrency` is stored with its slot (carry_slot).
+      # and the next fetch tries again. A job with `fair_tenant_concurrency` is stored with its slot
+      # (carry_slot); a payload that is not a job (not a JSON object) goes to the dead set, as Sidekiq's
+      # processor sends one it cannot parse.
       def adopt(conn, queue, batch)
         jobs = conn.call("LRANGE", "queue:#{queue}", -batch, -1).reverse
         return 0 if jobs.empty?
 
-        triples = jobs.map do |job|
-          payload = parse(job)
-          [tenant(payload), job, carry_slot(payload) ? ::Sidekiq.dump_json(payload) : job]
+        killed = []
+        triples = jobs.map { |job| adoption(queue, job, killed) }
+        moved = run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY, "dead"],
+                    [base(queue), queue, TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
+        FairFetch::Dead.written(killed, queue_of: queue) if moved.to_i.positive?
+        moved
+      end
+
+      # [tenant, job as read, job as stored ("": to the dead set)].
+      def adoption(queue, job, killed)
+        payload = FairFetch::Dead.job(job)
+        unless payload
+          killed << [nil, job, NotAJob.new("not a job (a JSON object) in queue #{queue}")]
+          return [SHARED_TENANT, job, ""]
         end
-        run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue, TOKEN_CAP, *triples.flatten])
+        stored = begin
+          carry_slot(payload) ? ::Sidekiq.dump_json(payload) : job
+        rescue StandardError
+          job
+        end
+        [tenant(payload), job, stored]
       end
 
       # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptor), or
@@ -119,12 +136,6 @@ module Sidekiq
 
         slot ? payload[SlotScope::FIELD] = slot : payload.delete(SlotScope::FIELD)
         true
-      end
-
-      def parse(job)
-        ::Sidekiq.load_json(job)
-      rescue StandardError
-        {}
       end
 
       # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.

@@ -3,25 +3,30 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # Jobs left in the in-flight list of a process that died without requeueing them (SIGKILL, OOM, a
-      # lost host) go back to the front of their tenants once that process's Sidekiq heartbeat key is gone
-      # (it expires 60 s after the last beat): at least once. A job interrupted MAX_INTERRUPTIONS times
-      # goes to the dead set instead, with the reason. Every INTERVAL seconds one fetching process (a lock)
-      # looks, on the connection it fetches with, so jobs stay in their shard.
+      # Jobs left in the in-flight list of a process that died without requeueing them (SIGKILL, OOM, a lost
+      # host) go back to the front of their tenants: at least once. A process is taken for dead when its
+      # Sidekiq heartbeat key (rewritten every 5-10 s, expiring 60 s after the last beat) is gone, and still
+      # gone LAPSE seconds after a sweep first found it gone: longer than one heartbeat interval, so a live
+      # process whose key was deleted or evicted has beaten again by then, and its jobs stay where they are.
+      # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
+      # suspected, on the connection it fetches with, so jobs stay in their shard.
+      #
+      # Payloads move as bytes. A job interrupted Interruptions::MAX times, and a payload that is not a job,
+      # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
       module Recovery
         INTERVAL = 15
-        MAX_INTERRUPTIONS = 3
-        COUNT = "fair_tenant_interrupted"
+        LAPSE = Native::Fair::RECOVERY_LAPSE_SECONDS
         REGISTRY = Native::Fair.registry_key.freeze
+        SUSPECTS = Native::Fair.recovery_suspects_key.freeze
         LOCK = Native::Fair.recovery_lock_key.freeze
 
         @next = 0.0
         @mutex = Mutex.new
 
         class << self
-          # True once per INTERVAL per process: this caller looks (others go on fetching).
+          # True once per INTERVAL per process (sooner while a process is suspected): this caller looks.
           def due?
-            now = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
+            now = monotonic
             @mutex.synchronize do
               return false if now < @next
 
@@ -30,65 +35,95 @@ module Sidekiq
             true
           end
 
-          def register(conn, identity)
-            conn.call("SADD", REGISTRY, identity)
-          end
-
-          # Recovers the in-flight jobs of every registered process whose heartbeat is gone. Returns the
-          # number of jobs put back (dead-set ones included).
-          def sweep(conn, own_identity)
-            return 0 unless conn.call("SET", LOCK, own_identity, "NX", "EX", INTERVAL)
+          # Recovers the in-flight jobs of every registered process (but `own_identity`) found dead. Returns
+          # {recovered:, processes:, suspected:} (recovered: jobs put back or sent to the dead set;
+          # suspected: processes whose heartbeat is gone but not for LAPSE seconds yet), or nil when another
+          # process holds the lock.
+          def sweep(conn, own_identity = nil)
+            return unless conn.call("SET", LOCK, own_identity.to_s, "NX", "EX", INTERVAL)
 
             begin
-              conn.call("SMEMBERS", REGISTRY).sum do |identity|
-                next 0 if identity == own_identity || conn.call("EXISTS", identity).to_i.positive?
-
-                recover_process(conn, identity)
-              end
+              look(conn, own_identity)
             ensure
               conn.call("DEL", LOCK) # the TTL only frees it after a crash mid-sweep
             end
           end
 
+          # A process's in-flight jobs back (fair queues of this process's config to their tenants, other
+          # queues to `queue:<name>`). Returns the number of entries taken.
           def recover_process(conn, identity)
             key = Native::Fair.inflight_key(identity)
-            entries = conn.call("LRANGE", key, 0, -1)
-            pairs = entries.flat_map { |entry| [entry, replacement(conn, entry)] }
-            found = 0
-            unless pairs.empty?
-              found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY],
-                                     ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, *pairs])
-            end
-            conn.call("SREM", REGISTRY, identity) if conn.call("LLEN", key).to_i.zero?
+            killed = []
+            triples = conn.call("LRANGE", key, 0, -1).flat_map { |entry| disposition(entry, killed) }
+            found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead"],
+                                   ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, identity,
+                                    Time.now.to_f.to_s, *triples])
+            Dead.written(killed)
             log(identity, found) if found.positive?
             found
           end
 
-          # The job with its interruption count raised; "" once it reached MAX_INTERRUPTIONS, after it was
-          # written to the dead set.
-          def replacement(conn, entry)
-            queue, _tenant, job = Native::Fair.decode_entry(entry)
-            payload = ::Sidekiq.load_json(job)
-            payload[COUNT] = payload[COUNT].to_i + 1
-            return ::Sidekiq.dump_json(payload) if payload[COUNT] < MAX_INTERRUPTIONS
+          private
 
-            kill(conn, payload, queue)
-            ""
-          rescue StandardError
-            job.to_s # unreadable: back as it was
+          def look(conn, own_identity)
+            result = { recovered: 0, processes: 0, suspected: 0 }
+            identities = conn.call("SMEMBERS", REGISTRY) - [own_identity]
+            return result if identities.empty?
+
+            now = server_time(conn)
+            suspects = conn.call("HGETALL", SUSPECTS)
+            suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array) # RESP2 on redis-rb's raw call
+            identities.each { |identity| judge(conn, identity, suspects[identity], now, result) }
+            look_again_in(LAPSE) if result[:suspected].positive?
+            result
           end
 
-          def kill(conn, payload, queue)
-            payload["error_class"] = "Sidekiq::FairTenant::Interrupted"
-            payload["error_message"] = "interrupted #{payload[COUNT]} times (its process died while running it) " \
-                                       "in fair queue #{queue}"
-            payload["failed_at"] ||= Time.now.to_f
-            conn.call("ZADD", "dead", Time.now.to_f.to_s, ::Sidekiq.dump_json(payload))
+          # A live process stops being suspected; one gone for LAPSE seconds is recovered; one newly found
+          # gone is suspected from now.
+          def judge(conn, identity, since, now, result)
+            if conn.call("EXISTS", identity).to_i.positive?
+              conn.call("HDEL", SUSPECTS, identity) if since
+            elsif since && now - since.to_f >= LAPSE
+              result[:recovered] += recover_process(conn, identity)
+              result[:processes] += 1
+            else
+              conn.call("HSETNX", SUSPECTS, identity, now.to_s) unless since
+              result[:suspected] += 1
+            end
           end
+
+          # [entry, action, job] for the recover script.
+          def disposition(entry, killed)
+            raw = entry.b
+            queue, _tenant, job = Native::Fair.decode_entry(raw)
+            return [raw, "dead", raw].tap { killed << [nil, raw, NotAJob.new("not an in-flight entry")] } unless queue
+
+            payload = Dead.job(job)
+            unless payload
+              killed << [nil, job, NotAJob.new("not a job (a JSON object) in fair queue #{queue}")]
+              return [raw, "dead", job]
+            end
+            count = Interruptions.count(job) + 1
+            return [raw, "dead", Interruptions.dead(payload, count, queue, job, killed)] if count >= Interruptions::MAX
+
+            [raw, FairQueues.fair?(queue) ? "fair" : "plain", Interruptions.with_count(job, count)]
+          end
+
+          def look_again_in(seconds)
+            at = monotonic + seconds
+            @mutex.synchronize { @next = at if at < @next }
+          end
+
+          def server_time(conn)
+            seconds, micros = conn.call("TIME")
+            seconds.to_i + (micros.to_i / 1_000_000.0)
+          end
+
+          def monotonic = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
 
           def log(identity, count)
-            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] put #{count} in-flight job(s) of #{identity} back " \
-                                  "(its heartbeat is gone)")
+            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] took #{count} in-flight job(s) of #{identity} back " \
+                                  "(its heartbeat has been gone for #{LAPSE} s since first found gone)")
           end
         end
       end

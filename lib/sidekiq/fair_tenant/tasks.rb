@@ -17,7 +17,8 @@ namespace :fair_tenant do
   task :fair_off, [:queue] => (Rake::Task.task_defined?(:environment) ? [:environment] : []) do |_task, args|
     require "sidekiq/fair_tenant"
     queue = args[:queue] or abort("usage: rake fair_tenant:fair_off[QUEUE]")
-    moved = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.drain(conn, queue) }
-    puts "moved #{moved} job(s) of #{queue}'s fair backlog to queue:#{queue}"
+    off = Sidekiq::FairTenant::FairOff
+    result = Sidekiq.redis { |conn| off.run(conn, queue, on_wait: off.method(:waiting).curry[$stdout]) }
+    puts off.note(queue, result)
   end
 end

@@ -1,23 +1,30 @@
 -- Moves the oldest jobs of a fair queue's `queue:<name>` list (pushed there by a client without the
 -- gem, a raw LPUSH, a slot hand-over, or waiting since before fair fetch was on) into fair order, in
 -- one step: the caller read them (LRANGE -n -1) and found their tenants; if the list's tail changed
--- meanwhile nothing is moved.
--- KEYS  queue:<name>, weights
--- ARGV  base, queue, cap, then tenant, job as read, job as stored (with its concurrency slot) triples,
---       oldest job first
--- Returns the number of jobs moved, or -1 when the tail was not what the caller read.
+-- meanwhile nothing is moved. A payload the caller found is not a job goes to the dead set in the same step.
+-- KEYS  queue:<name>, weights, dead (Sidekiq's dead set)
+-- ARGV  base, queue, cap, now (seconds, the dead set's score), then tenant, job as read, job as stored (with
+--       its concurrency slot; "" for a payload that is not a job) triples, oldest job first
+-- Returns the number of payloads taken from the list, or -1 when the tail was not what the caller read.
 local k = fair_keys(ARGV[1], KEYS[2])
 local queue = ARGV[2]
-local n = (#ARGV - 3) / 3
+local n = (#ARGV - 4) / 3
 local tail = redis.call('LRANGE', KEYS[1], -n, -1) -- newest first: the oldest job is last
 if #tail ~= n then return -1 end
 for i = 1, n do
-  if tail[n - i + 1] ~= ARGV[2 + 3 * i] then return -1 end
+  if tail[n - i + 1] ~= ARGV[3 + 3 * i] then return -1 end
 end
 redis.call('LTRIM', KEYS[1], 0, -(n + 1))
+local adopted = 0
 for i = 1, n do
-  push_job(k, ARGV[1 + 3 * i], ARGV[3 + 3 * i], queue)
+  local stored = ARGV[4 + 3 * i]
+  if stored == '' then
+    redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3 + 3 * i])
+  else
+    push_job(k, ARGV[2 + 3 * i], stored, queue)
+    adopted = adopted + 1
+  end
 end
-redis.call('HINCRBY', k.state, 'n', n)
-add_tokens(k, n, tonumber(ARGV[3]))
+redis.call('HINCRBY', k.state, 'n', adopted)
+add_tokens(k, adopted, tonumber(ARGV[3]))
 return n

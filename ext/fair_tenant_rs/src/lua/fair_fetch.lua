@@ -2,45 +2,50 @@
 -- weights chose. From a fair queue: the next job in fair order, moved to the process's in-flight list
 -- in the same step (a job is always in exactly one place). From a plain queue: RPOP, as BasicFetch.
 -- Acknowledgements of jobs that finished since the last call come first (they ride along, so a job costs
--- one round trip: its fetch).
--- KEYS  inflight (this process's list), weights
--- ARGV  woken ("1": the caller already took a wake-up token), n, then n in-flight entries to drop, then
---       base, queue pairs (base "" for a plain queue)
+-- one round trip: its fetch). A process whose in-flight list was empty (new, or recovered after a
+-- heartbeat lapse) is (re-)registered for recovery in the same step as its first entry: a non-empty
+-- in-flight list always belongs to a registered process.
+-- KEYS  inflight (this process's list), weights, registry (processes with in-flight lists)
+-- ARGV  woken ("1": the caller already took a wake-up token), identity (this process), n, then n in-flight
+--       entries to drop, then base, queue pairs (base "" for a plain queue)
 -- An acknowledged job that held a concurrency slot gives it back (fair_caps.lua), and a tenant that waited
 -- for it is served by this very call if its turn comes first; a served job with a slot takes it.
--- Returns {queue, tenant, job, entry, held} (entry: what acknowledges it; held: the jid when the job took
--- its slot, else ""; tenant and entry false for a plain queue), {queue} when a fair queue's `queue:<name>` list holds
--- jobs to adopt first, or nil.
+-- Returns {queue, tenant, job, entry, held, adopt} (entry: what acknowledges it; held: the jid when the job
+-- took its slot, else ""; adopt: 1 when the fair queue's `queue:<name>` list holds jobs to adopt, else 0;
+-- tenant and entry false for a plain queue), {queue} when a fair queue has nothing in fair order but jobs
+-- to adopt in `queue:<name>`, or nil.
 local woken = ARGV[1] == '1'
-local acks = tonumber(ARGV[2])
+local identity = ARGV[2]
+local acks = tonumber(ARGV[3])
 local woken_by_acks = {} -- tenants a released slot woke: served by this call if their turn comes first
 
-for i = 3, 2 + acks do
+for i = 4, 3 + acks do
   if redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 then -- from the tail, where the oldest in-flight jobs are
     local _, _, job = parse_entry(ARGV[i])
     release_slot(job, woken_by_acks)
   end
 end
-for i = 3 + acks, #ARGV, 2 do
+for i = 4 + acks, #ARGV, 2 do
   local queue = ARGV[i + 1]
   if ARGV[i] == '' then
     local job = redis.call('RPOP', 'queue:' .. queue)
     if job then
       settle(woken_by_acks)
-      return { queue, false, job, false, '' }
+      return { queue, false, job, false, '', 0 }
     end
-  elseif redis.call('LLEN', 'queue:' .. queue) > 0 then
-    settle(woken_by_acks)
-    return { queue }
   else
     local k = fair_keys(ARGV[i], KEYS[2])
     local tenant, job, held = serve(k, queue, false, woken_by_acks)
+    local waiting = redis.call('LLEN', 'queue:' .. queue) > 0
     if tenant then
       if not woken then redis.call('RPOP', k.sig) end
       local entry = inflight_entry(queue, tenant, job)
-      redis.call('LPUSH', KEYS[1], entry)
+      if redis.call('LPUSH', KEYS[1], entry) == 1 then redis.call('SADD', KEYS[3], identity) end
       settle(woken_by_acks)
-      return { queue, tenant, job, entry, held or '' }
+      return { queue, tenant, job, entry, held or '', waiting and 1 or 0 }
+    elseif waiting then
+      settle(woken_by_acks)
+      return { queue }
     end
   end
 end

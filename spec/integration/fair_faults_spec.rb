@@ -1,0 +1,176 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require "open3"
+require_relative "../support/sidekiq_process"
+require_relative "../support/fair_app"
+
+# Fair queues on their worst day, on real `sidekiq` processes and the spec's redis-server: a slim image's
+# LANG=C, a stalled process, refused writes, a SIGKILL before fair-off, payloads that are not jobs, a
+# backlog switched on. Every job runs; none is lost, stranded, or run again after it finished.
+RSpec.describe "Fair queues through faults" do
+  let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
+  let(:registry) { Sidekiq::FairTenant::Native::Fair.registry_key }
+  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:servers) { [] }
+
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after do
+    servers.each { |server| Process.kill("CONT", server.pid) if server.alive? }
+    servers.each(&:stop)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+    redis.call("CONFIG", "SET", "min-replicas-to-write", "0")
+  end
+
+  def start_server(concurrency: 4, queues: %w[fair plain], env: {})
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: queues, env: env,
+                       app: File.expand_path("../support/fair_app.rb", __dir__)).start.tap { |s| servers << s }
+  end
+
+  def events(kind = "start")
+    redis.lrange(FairApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }.select { |e| e["event"] == kind }
+  end
+
+  def finished = events("finish").map { |e| e["index"] }.sort
+  def in_flight = redis.keys("#{Sidekiq::FairTenant::Native::Fair.inflight_key("")}*").sum { |k| redis.llen(k) }
+
+  def identity_of(server)
+    wait_for("#{server.pid} registered") { redis.smembers(registry).find { |i| i.include?(":#{server.pid}:") } }
+  end
+
+  def sweep = Sidekiq.redis { |conn| recovery.sweep(conn) }
+
+  # Jids with two runs that overlap in time (a run without a finish lasts to `until_at`).
+  def overlapping_runs(until_at)
+    finishes = events("finish").to_h { |f| [[f["jid"], f["pid"]], f["at"]] }
+    spans = events.map { |s| [s["jid"], s["at"], finishes.fetch([s["jid"], s["pid"]], until_at)] }
+    spans.group_by(&:first).select do |_, runs|
+      runs.combination(2).any? { |(_, a1, a2), (_, b1, b2)| a1 < b2 && b1 < a2 }
+    end.keys
+  end
+
+  it "keeps non-ASCII jobs through a SIGKILL and recovery under LANG=C (payloads are bytes, not text)" do
+    slim = { "LANG" => "C", "LC_ALL" => "C" }
+    12.times { |i| SteadyFairJob.perform_async("boutique-café-☕", i, 2000) }
+    first = start_server(concurrency: 4, env: slim)
+    identity = identity_of(first)
+    wait_for("4 jobs running") { events.size >= 4 }
+    first.kill!
+    redis.del(identity) # its heartbeat, which would expire 60 s after the last beat
+
+    start_server(concurrency: 12, env: slim)
+    wait_for("all 12 jobs finished", timeout: 90) { finished == (0..11).to_a }
+    expect(events("finish").map { |e| e["tenant"] }.uniq).to eq(["boutique-café-☕"])
+    expect(redis.zcard("dead")).to eq(0)
+    expect(in_flight).to eq(0)
+  end
+
+  it "does not recover a live process over a heartbeat lapse; recovers a stalled one, which re-registers, " \
+     "does not run the recovered jobs twice, and loses none when later SIGKILLed" do
+    24.times { |i| SteadyFairJob.perform_async("acme", i, 1500) }
+    live = start_server(concurrency: 4)
+    identity = identity_of(live)
+    wait_for("4 jobs running") { events.size >= 4 }
+
+    # A lapse shorter than LAPSE (an evicted or deleted key): seen gone, then back; nothing moves.
+    redis.del(identity)
+    expect(sweep).to include(suspected: 1, recovered: 0)
+    wait_for("its next beat") { redis.exists?(identity) }
+    expect(sweep).to include(suspected: 0, recovered: 0)
+    expect(redis.hlen(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key)).to eq(0)
+
+    # A stall longer than LAPSE: its running jobs are taken back.
+    Process.kill("STOP", live.pid)
+    redis.del(identity)
+    expect(sweep).to include(suspected: 1)
+    sleep(recovery::LAPSE)
+    result = sweep
+    expect(result).to include(processes: 1)
+    expect(result[:recovered]).to be_between(1, 4)
+    expect(redis.smembers(registry)).not_to include(identity)
+    Process.kill("CONT", live.pid)
+
+    wait_for("re-registered with its next job") { redis.smembers(registry).include?(identity) }
+    wait_for("a few more jobs") { finished.size >= 8 }
+    live.kill!
+    killed_at = Process.clock_gettime(Process::CLOCK_REALTIME)
+    expect(overlapping_runs(killed_at)).to eq([]) # no job ran twice at once
+    redis.del(identity)
+
+    start_server(concurrency: 8)
+    wait_for("all 24 jobs finished", timeout: 120) { finished.uniq == (0..23).to_a }
+    # Jobs the stalled process was running ran again elsewhere (at least once); all of them end.
+    wait_for("no job in flight or waiting") { in_flight.zero? && redis.hget("#{base}state", "n").to_i.zero? }
+    expect(redis.zcard("dead")).to eq(0)
+  end
+
+  it "keeps acknowledgements through refused writes: after a graceful stop no finished job runs again" do
+    40.times { |i| SteadyFairJob.perform_async("t#{i % 4}", i, 100) }
+    server = start_server(concurrency: 5)
+    wait_for("10 jobs finished") { finished.size >= 10 }
+    redis.call("CONFIG", "SET", "min-replicas-to-write", "1") # every write refused (NOREPLICAS), as in a failover
+    sleep 1
+    redis.call("CONFIG", "SET", "min-replicas-to-write", "0")
+    wait_for("40 jobs finished") { finished.size >= 40 }
+    server.stop
+
+    expect(in_flight).to eq(0)
+    expect(events.map { |e| e["index"] }.tally.select { |_, n| n > 1 }).to eq({})
+    start_server(concurrency: 5)
+    sleep 2 # a server that would find a finished job's entry (after a recovery) would run it now
+    expect(events.size).to eq(40)
+  end
+
+  it "fair-off takes the in-flight jobs of a SIGKILLed process back before draining, and says so" do
+    6.times { |i| SteadyFairJob.perform_async("acme", i, 30_000) }
+    first = start_server(concurrency: 3)
+    identity = identity_of(first)
+    wait_for("3 jobs running") { events.size >= 3 }
+    first.kill!
+    redis.del(identity)
+
+    exe = File.expand_path("../../exe/sidekiq-fair_tenant", __dir__)
+    out, err, status = Open3.capture3({ "RUBYLIB" => File.expand_path("../../lib", __dir__) },
+                                      Gem.ruby, exe, "--redis-url", ENV.fetch("REDIS_URL"), "fair-off", "fair")
+    expect(status).to be_success, err
+    expect(out).to include("took 3 in-flight job(s) of 1 dead process(es) back; " \
+                           "moved 3 job(s) of fair's fair backlog to queue:fair")
+    expect(redis.llen("queue:fair")).to eq(6)
+    expect(in_flight).to eq(0)
+    expect(redis.smembers(registry)).to eq([])
+  end
+
+  it "sends payloads that are not jobs to the dead set and serves every job and every queue after it" do
+    bad = ["not json", "[1]", "null", "42", '{"class":"FairJob","args":["acme",']
+    20.times do |i|
+      job = { "class" => "FairJob", "queue" => "fair", "args" => ["t#{i % 3}", i], "jid" => "j#{i}" }
+      redis.lpush("queue:fair", JSON.generate(job))
+      redis.lpush("queue:fair", bad[i / 4]) if (i % 4).zero?
+    end
+    3.times { |i| PlainQueueJob.perform_async(i) }
+    server = start_server(concurrency: 2, queues: %w[fair plain]) # strict order: fair first
+
+    wait_for("20 fair and 3 plain jobs ran") { events.size >= 23 }
+    expect(events.select { |e| e["queue"] == "fair" }.map { |e| e["index"] }.sort).to eq((0..19).to_a)
+    expect(redis.zrange("dead", 0, -1)).to match_array(bad)
+    expect(redis.llen("queue:fair")).to eq(0)
+    expect(File.read(server.log)).to include("sent to the dead set")
+  end
+
+  it "starts serving a large backlog switched on before it has adopted it (adoption serves while it adopts)" do
+    20_000.times.each_slice(1000) do |slice|
+      redis.lpush("queue:fair", slice.map do |i|
+        JSON.generate("class" => "ProbeFairJob", "queue" => "fair", "args" => ["t#{i % 50}", i], "jid" => "p#{i}")
+      end)
+    end
+    start_server(concurrency: 2)
+
+    first = wait_for("the first job") { events.first }
+    expect(first["index"]).to be > 15_000 # jobs still in queue:fair when the first one started
+    wait_for("the backlog adopted") { redis.llen("queue:fair").zero? }
+  end
+end
