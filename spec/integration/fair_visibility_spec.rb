@@ -90,6 +90,19 @@ RSpec.describe "Sidekiq's API on a fair queue" do
     expect(seen).to match_array(Array.new(150) { |t| "t#{t}" } - [standing])
   end
 
+  it "serves Sidekiq's Web paginator a page of the same order, larger pages over several round trips" do
+    [["a", 500], ["b", 400], ["c", 300]].each do |tenant, count|
+      Sidekiq::Client.push_bulk("class" => FairJob, "args" => Array.new(count) { |i| [tenant, i, 0] })
+    end
+    all = queue.map(&:value)
+    paginator = Object.new.extend(Sidekiq::Paginator)
+
+    expect(paginator.page("queue:fair", 1, 1100)).to eq([1, 1200, all.first(1100)])
+    expect(paginator.page("queue:fair", 2, 1100)).to eq([2, 1200, all.drop(1100)])
+    expect(paginator.page("queue:fair", 3, 1100)).to eq([3, 1200, []])
+    expect(paginator.page("queue:other", 1, 25)).to eq([1, 0, []])
+  end
+
   it "deletes while iterating, as Sidekiq's `job.delete if ...` does, without skipping the next page" do
     300.times { |i| FairJob.perform_async("big", i, 0) }
     10.times { |i| FairJob.perform_async("small", i, 0) }

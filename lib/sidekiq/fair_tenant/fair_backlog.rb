@@ -9,6 +9,7 @@ module Sidekiq
     # scheduling state kept as when a job is served; and the queue's latency as a free thread sees it.
     module FairBacklog
       PAGE = 100 # jobs per round trip when listing
+      MAX_PAGE = 1000 # jobs per round trip for a Web page (its size is a URL parameter)
       STEPS = 1000 # tenants looked at per round trip when listing, or passed over for the latency
       SCAN = 100 # tenants whose lists one round trip of a delete looks through (ZSCAN's COUNT)
       CAPPED_READ = 1000 # capped tenants the latency reads; past them it looks at a tenant's scope
@@ -46,12 +47,12 @@ module Sidekiq
         [reply[0].to_s, reply[1], reply[2].to_i, reply[3].to_i]
       end
 
-      # Up to `max` jobs after the first `skip` ones, in the order `each` yields them.
+      # Up to `max` jobs after the first `skip` ones, in the order `each` yields them (`MAX_PAGE` per round trip).
       def jobs(conn, queue, skip, max)
         found = []
         cursor = START
         while found.size < max
-          reply = walk(conn, queue, max - found.size, skip, cursor)
+          reply = walk(conn, queue, [max - found.size, MAX_PAGE].min, skip, cursor)
           found.concat(reply.drop(5).each_slice(2).map(&:last))
           return found unless reply[0]
 
