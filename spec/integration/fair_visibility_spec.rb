@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "spec_helper"
+require "securerandom"
 require_relative "../support/sidekiq_process"
 require_relative "../support/fair_app"
 require_relative "../support/capped_fair"
@@ -34,9 +35,18 @@ RSpec.describe "Sidekiq's API on a fair queue" do
   # Tenants in the fair state's places.
   def tenants_in(set) = redis.zrange("#{base}#{set}", 0, -1).map { |m| m[16..] }
 
-  # Pushes jobs as a client does, `age` seconds ago (enqueued_at and the tenant's place in `heads`).
+  # Pushes a job as FairPush does, enqueued `age` seconds ago (as the scheduled poller pushes old jobs); returns
+  # its jid. Sidekiq 8 writes enqueued_at in milliseconds.
   def push(tenant, index, age: 0, klass: FairJob)
-    travel_to(Time.now - age) { klass.perform_async(tenant, index, 0) }
+    fair = Sidekiq::FairTenant::FairQueues
+    at = Time.now.to_f - age
+    stamp = fair.now.is_a?(Integer) ? (at * 1000).round : at
+    job = { "class" => klass.name, "args" => [tenant, index, 0], "jid" => SecureRandom.hex(12),
+            "created_at" => stamp, "enqueued_at" => stamp }
+    payload = JSON.parse(JSON.generate(klass.get_sidekiq_options.merge(job)))
+    fair.carry_slot(payload)
+    Sidekiq.redis { |conn| fair.push(conn, "fair", [[fair.tenant(payload), Sidekiq.dump_json(payload)]], at) }
+    payload["jid"]
   end
 
   # acme 6, beta 4, cid 2: acme's jobs are the oldest, cid's the newest.
