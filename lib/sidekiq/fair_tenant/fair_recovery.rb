@@ -7,8 +7,8 @@ module Sidekiq
       # host) go back to the front of their tenants: at least once. A process is taken for dead when its
       # Sidekiq heartbeat key (rewritten every 5-10 s, expiring 60 s after the last beat) is gone, and still
       # gone LAPSE seconds after a sweep first found it gone, and the process did not show it lives meanwhile:
-      # every ALIVE seconds the gem's own heartbeat thread of a process with a fair fetcher clears any
-      # suspicion of it (`alive`), so a live process whose key was deleted or evicted keeps its jobs, and only
+      # every Liveness::EVERY seconds the gem's own heartbeat thread of a process with a fair fetcher clears any
+      # suspicion of it (Liveness), so a live process whose key was deleted or evicted keeps its jobs, and only
       # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
       # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
       # suspected, on the connection it fetches with, so jobs stay in their shard.
@@ -17,7 +17,6 @@ module Sidekiq
       # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
       module Recovery
         INTERVAL = 15
-        ALIVE = 4
         LAPSE = Native::Fair::RECOVERY_LAPSE_SECONDS
         REGISTRY = Native::Fair.registry_key.freeze
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
@@ -25,8 +24,6 @@ module Sidekiq
 
         @next = 0.0
         @mutex = Mutex.new
-        @identity = nil
-        @alive_at = 0.0
 
         class << self
           # True once per INTERVAL per process (sooner while a process is suspected): this caller looks.
@@ -52,27 +49,6 @@ module Sidekiq
             ensure
               conn.call("DEL", LOCK) # the TTL only frees it after a crash mid-sweep
             end
-          end
-
-          # The fetching process named `identity` lives: a suspicion a sweep raised is void (a later absence of
-          # its heartbeat key starts anew).
-          def alive(identity)
-            ::Sidekiq.redis { |conn| conn.call("HDEL", SUSPECTS, identity) }
-          end
-
-          # From the gem's heartbeat thread (Slots.beat): `alive` every ALIVE seconds in a process with a fair
-          # fetcher.
-          def beat(now)
-            identity = @identity or return
-            return if now < @alive_at
-
-            @alive_at = now + ALIVE
-            alive(identity)
-          end
-
-          def fetching_as(identity)
-            @identity = identity
-            @alive_at = 0.0
           end
 
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other

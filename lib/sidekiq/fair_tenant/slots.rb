@@ -59,7 +59,7 @@ module Sidekiq
         def beat(now = monotonic)
           renew if now >= (@next_renew ||= 0)
           sweep if now >= (@next_sweep ||= 0)
-          FairFetch::Recovery.beat(now)
+          FairFetch::Liveness.beat(now)
         end
 
         private

@@ -42,7 +42,7 @@ module Conservation
         conn.call("EXPIRE", process.identity, 60)
       end
       # The gem's own heartbeat thread, which runs beside Sidekiq's (a lapse stalls both).
-      Sidekiq::FairTenant::FairFetch::Recovery.alive(process.identity)
+      Sidekiq::FairTenant::FairFetch::Liveness.alive(process.identity)
       process.beating = true
       process.stalled = false
       "beat #{process.identity}"
