@@ -223,25 +223,34 @@ RSpec.describe "Robustness" do
     expect(client.pool_stats[:open]).to eq(client.pool_stats[:idle])
   end
 
+  # `rules` is evaluated before the threads start. Evaluated first inside them, it made them queue on RSpec's `let`
+  # mutex, and Ruby 3.1's Mutex#lock loses a wake-up when a waiter is raised: a survivor then waited forever.
   it "survives Thread#raise and Thread#kill during a call" do
     client = Sidekiq::FairTenant.native
+    rule_set = rules
     sleeper = stall(0.5)
     victims = Array.new(4) do
       Thread.new do
         Thread.current.report_on_exception = false
-        client.router.route(rules, "HundredJob", "default", "t", Time.now.to_f)
+        client.router.route(rule_set, "HundredJob", "default", "t", Time.now.to_f)
       end
     end
     sleep 0.05
     victims[0].raise(RuntimeError, "boom")
     victims[1].kill
-    victims.each { |t| t.join rescue nil } # rubocop:disable Style/RescueModifier
+    ended = victims.map do |t|
+      t.join(30) ? :ended : :stuck
+    rescue StandardError # "boom", or the stall's read timeout; a panic (fatal) fails the example
+      :ended
+    end
     sleeper.join
 
+    expect(ended).to eq(%i[ended] * 4)
     stats = client.pool_stats
     expect(stats[:open]).to eq(stats[:idle])
     until_up(client) # the victims' read timeouts started a backoff
     expect(client.ping).to be(true)
+    expect(client.router.route(rule_set, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
   end
 
   it "raises the gem's error classes from explicit calls, with the URL but no password" do
