@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "spec_helper"
+require "open3"
 require "timeout"
 
 # The gem talks to its own Redis server here, so it can be stopped, stalled and restarted
@@ -251,6 +252,50 @@ RSpec.describe "Robustness" do
     until_up(client) # the victims' read timeouts started a backoff
     expect(client.ping).to be(true)
     expect(client.router.route(rule_set, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
+  end
+
+  # In a fresh process whose const_get is slowed for the extension's classes: magnus looked a wrapped class up there
+  # the first time it wrapped an object of it, and an interrupt landing in that call panicked (`fatal`). And
+  # magnus's `Value#inspect`, which RuleSet.new calls for each rule, swallowed one (the thread went on looping).
+  it "lets Thread#raise, Thread#kill and Timeout land in a process's first calls as themselves" do
+    script = <<~RUBY
+      Thread.new { sleep 60; warn "stuck: ending"; exit!(2) }
+      require "json"
+      require "timeout"
+      require "sidekiq"
+      require "sidekiq/fair_tenant"
+      native = Sidekiq::FairTenant::Native
+      looked_up = []
+      Object.singleton_class.prepend(Module.new do
+        define_method(:const_get) do |name, *rest|
+          (looked_up << name.to_s) && sleep(1) if name.to_s.start_with?("Sidekiq::FairTenant::Native::")
+          super(name, *rest)
+        end
+      end)
+      client = native::Client.new(Sidekiq::FairTenant.config.connection_settings)
+      outcome = lambda do |thread|
+        thread.join(10) ? "ended" : "still running"
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        "\#{e.class}: \#{e.message[0, 80]}"
+      end
+      raised = Thread.new { loop { native::RuleSet.new("J", [{ queue: "slow", threshold: 1 }], 60) } }
+      killed = Thread.new { loop { client.router } }
+      timed_out = Thread.new { Timeout.timeout(0.3) { loop { native::Slots.new(client) } } }
+      sleep 0.3
+      raised.raise(RuntimeError, "boom")
+      killed.kill
+      print JSON.dump(raised: outcome.call(raised), killed: outcome.call(killed), timed_out: outcome.call(timed_out),
+                      looked_up: looked_up, after: native::RuleSet.new("J", [{ queue: "slow", threshold: 1 }], 60).class.name,
+                      key: client.router.key_for("J", "default", "t").empty?)
+    RUBY
+    lib = File.expand_path("../../lib", __dir__)
+    out, err, status = Open3.capture3({ "RUBYOPT" => "#{ENV.fetch("RUBYOPT", "")} -I#{lib}" }, Gem.ruby, "-e", script)
+
+    expect(status.exitstatus).to eq(0), err
+    expect(JSON.parse(out)).to eq(
+      "raised" => "RuntimeError: boom", "killed" => "ended", "timed_out" => "Timeout::Error: execution expired",
+      "looked_up" => [], "after" => "Sidekiq::FairTenant::Native::RuleSet", "key" => false
+    )
   end
 
   it "raises the gem's error classes from explicit calls, with the URL but no password" do
