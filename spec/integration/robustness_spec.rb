@@ -236,9 +236,20 @@ RSpec.describe "Robustness" do
         client.router.route(rule_set, "HundredJob", "default", "t", Time.now.to_f)
       end
     end
-    sleep 0.05
-    victims[0].raise(RuntimeError, "boom")
-    victims[1].kill
+    # Each interrupt as soon as its victim is seen inside the native call (its top frame: without GC.stress, in
+    # the Redis wait), or after 0.05 s wherever it is (under GC.stress this thread rarely gets the GVL before).
+    interrupts = { victims[0] => ->(t) { t.raise(RuntimeError, "boom") }, victims[1] => ->(t) { t.kill } }
+    spawned = monotonic
+    wait_for("the victims inside the call", every: 0.001) do
+      interrupts.delete_if do |t, act|
+        next true unless t.alive?
+        next false unless t.backtrace&.first&.end_with?("in `route'") || monotonic - spawned > 0.05
+
+        act.call(t)
+        true
+      end
+      interrupts.empty?
+    end
     ended = victims.map do |t|
       t.join(30) ? :ended : :stuck
     rescue StandardError # "boom", or the stall's read timeout; a panic (fatal) fails the example
