@@ -7,7 +7,8 @@ require_relative "../support/conservation/run"
 # crashes, recoveries, heartbeat lapses, weight and limit changes, refused writes and fair-off/on, checked
 # after every step (spec/support/conservation). A failure prints its seed and the steps before each kind of
 # violation; replay with CONSERVATION_SEED=<seed>. Longer: CONSERVATION_STEPS=20000 (runs of CHUNK steps,
-# seeds seed, seed + 1, ...). CONSERVATION_WITHOUT=garbage,lapse,refused,bytes leaves step kinds out.
+# seeds seed, seed + 1, ...). CONSERVATION_WITHOUT=garbage,lapse,refused,bytes leaves step kinds out; CONSERVATION_NOTES=1 prints
+# what each run did (jobs fetched, recovered, run again after a crash or a stall, ...).
 RSpec.describe "Conservation of jobs in fair queues" do
   chunk = 2000
   seed = (ENV["CONSERVATION_SEED"] || (Random.new_seed % (1 << 32))).to_i
@@ -32,6 +33,7 @@ RSpec.describe "Conservation of jobs in fair queues" do
 
       expect(run.violations).to be_empty, run.report
       expect(run.notes.values_at(:pushed, :fetched, :acks_applied)).to all(be_positive)
+      puts "  seed #{run_seed}: #{run.notes.sort.map { |k, v| "#{k}=#{v}" }.join(" ")}" if ENV["CONSERVATION_NOTES"]
     end
   end
 end
