@@ -121,7 +121,7 @@ RSpec.describe "Robustness" do
   {
     "refused" => ->(_server) { "redis://127.0.0.1:#{RedisServer.free_port}/0" },
     "unresolvable" => ->(_server) { "redis://no-such-host.invalid:6379/0" },
-    "stalled (CLIENT PAUSE WRITE)" => ->(server) { server.url }
+    "stalled (CLIENT PAUSE WRITE)" => :url.to_proc
   }.each do |how, url|
     it "costs one wait per backoff, not one per push, while Redis is #{how}", gc_stress: false do
       Sidekiq::FairTenant.configure { |c| c.redis_url = url.call(server) }

@@ -89,7 +89,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       [pid, reader]
     end
     outcomes = children.flat_map { |_, r| JSON.parse(r.read) }
-    children.each { |pid, _| Process.wait(pid) }
+    children.map(&:first).each { |pid| Process.wait(pid) }
     expect(outcomes.count("acquired")).to eq(3)
     expect(holders.size).to eq(3)
     expect(parked).to eq(37)
