@@ -47,7 +47,8 @@ RSpec.describe "sidekiq-fair_tenant command" do
     end
 
     out, err, status = cli("stats", "--fair")
-    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 2\tin flight 0\ttenants 1\tcapped 0\n"]), err
+    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 2\tstartable 2\tpaused 0\theld 0" \
+                                               "\tin flight 0\ttenants 1\tcapped 0\n"]), err
     out = cli("stats", "--fair", "fair")[0]
     expect(out.lines.last).to match(%r{\Aacme\twaiting 2\toldest [\d.]+s\tweight 1\trunning 0/-\n\z})
     json = JSON.parse(cli("stats", "--fair", "fair", "--json")[0])
@@ -61,7 +62,8 @@ RSpec.describe "sidekiq-fair_tenant command" do
     fetch, = CappedFair.build
 
     out, err, status = cli("stats", "--fair")
-    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 5\tin flight 3\ttenants 4\tcapped 3\n"]), err
+    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 5\tstartable 3\tpaused 0\theld 2" \
+                                               "\tin flight 3\ttenants 4\tcapped 3\n"]), err
     expect(cli("stats", "--fair", "fair")[0].lines.last(4)).to eq(
       ["3 capped tenant(s):\n",
        "static\trunning 1/1\tstatic cap in force\twaiting 1\ttenant static queue fair\n",

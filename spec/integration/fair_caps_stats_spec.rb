@@ -20,7 +20,8 @@ RSpec.describe "Fair stats of capped tenants" do
     units = CappedFair.build[1]
     expect(units.map { |u| JSON.parse(u.job)["args"] }).to eq([["static", 0], ["keyed", 0], ["elastic", 0]])
 
-    expect(stats.queues).to eq([{ queue: "fair", backlog: 5, in_flight: 3, tenants: 4, capped_tenants: 3 }])
+    expect(stats.queues).to eq([{ queue: "fair", backlog: 5, startable: 3, paused: 0, held: 2, in_flight: 3,
+                                  tenants: 4, capped_tenants: 3 }])
     result = stats.queue("fair")
     expect(result[:capped_tenants]).to eq(3)
     expect(result[:capped]).to eq(

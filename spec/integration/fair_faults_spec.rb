@@ -85,8 +85,9 @@ RSpec.describe "Fair queues through faults" do
     redis.del(identity)
     expect(sweep).to include(suspected: 1, recovered: 0)
     wait_for("its next beat") { redis.exists?(identity) }
+    # The beat that wrote its key again (Sidekiq's :heartbeat event) cleared the suspicion itself.
+    wait_for("the suspicion cleared") { redis.hlen(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key).zero? }
     expect(sweep).to include(suspected: 0, recovered: 0)
-    expect(redis.hlen(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key)).to eq(0)
 
     # A stall longer than LAPSE: its running jobs are taken back.
     wait_for("jobs running") { redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).positive? }
@@ -179,6 +180,27 @@ RSpec.describe "Fair queues through faults" do
     first = wait_for("the first job") { events.first }
     expect(first["index"]).to be > 15_000 # jobs still in queue:fair when the first one started
     wait_for("the backlog adopted") { redis.llen("queue:fair").zero? }
+  end
+
+  it "forgets acknowledgements once a call applied them, and keeps them while calls fail" do
+    4.times { |i| SteadyFairJob.perform_async("acme", i) }
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "acks:1:a")
+    pending = -> { fetch.send(:pending_acks) }
+    2.times { fetch.retrieve_work.acknowledge } # the second fetch carried the first's acknowledgement
+    acked = pending.call
+    expect(acked.size).to eq(1)
+
+    redis.call("CONFIG", "SET", "min-replicas-to-write", "1")
+    expect { fetch.retrieve_work }.to raise_error(/NOREPLICAS/)
+    expect(pending.call).to eq(acked) # kept for the next call
+    redis.call("CONFIG", "SET", "min-replicas-to-write", "0")
+
+    fetch.retrieve_work.acknowledge # carried it
+    expect(pending.call.size).to eq(1)
+    expect(pending.call).not_to eq(acked)
+    fetch.flush_acks
+    expect(pending.call).to eq([])
+    expect(redis.llen(fetch.inflight_key)).to eq(0)
   end
 
   describe "recovery, in this process" do

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "spec_helper"
+require "open3"
 require "timeout"
 
 # The gem talks to its own Redis server here, so it can be stopped, stalled and restarted
@@ -223,25 +224,89 @@ RSpec.describe "Robustness" do
     expect(client.pool_stats[:open]).to eq(client.pool_stats[:idle])
   end
 
+  # `rules` is evaluated before the threads start. Evaluated first inside them, it made them queue on RSpec's `let`
+  # mutex, and Ruby 3.1's Mutex#lock loses a wake-up when a waiter is raised: a survivor then waited forever.
   it "survives Thread#raise and Thread#kill during a call" do
     client = Sidekiq::FairTenant.native
+    rule_set = rules
     sleeper = stall(0.5)
     victims = Array.new(4) do
       Thread.new do
         Thread.current.report_on_exception = false
-        client.router.route(rules, "HundredJob", "default", "t", Time.now.to_f)
+        client.router.route(rule_set, "HundredJob", "default", "t", Time.now.to_f)
       end
     end
-    sleep 0.05
-    victims[0].raise(RuntimeError, "boom")
-    victims[1].kill
-    victims.each { |t| t.join rescue nil } # rubocop:disable Style/RescueModifier
+    # Each interrupt as soon as its victim is seen inside the native call (its top frame: without GC.stress, in
+    # the Redis wait), or after 0.05 s wherever it is (under GC.stress this thread rarely gets the GVL before).
+    interrupts = { victims[0] => ->(t) { t.raise(RuntimeError, "boom") }, victims[1] => ->(t) { t.kill } }
+    spawned = monotonic
+    wait_for("the victims inside the call", every: 0.001) do
+      interrupts.delete_if do |t, act|
+        next true unless t.alive?
+        next false unless t.backtrace&.first&.end_with?("in `route'") || monotonic - spawned > 0.05
+
+        act.call(t)
+        true
+      end
+      interrupts.empty?
+    end
+    ended = victims.map do |t|
+      t.join(30) ? :ended : :stuck
+    rescue StandardError # "boom", or the stall's read timeout; a panic (fatal) fails the example
+      :ended
+    end
     sleeper.join
 
+    expect(ended).to eq(%i[ended] * 4)
     stats = client.pool_stats
     expect(stats[:open]).to eq(stats[:idle])
     until_up(client) # the victims' read timeouts started a backoff
     expect(client.ping).to be(true)
+    expect(client.router.route(rule_set, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
+  end
+
+  # In a fresh process whose const_get is slowed for the extension's classes: magnus looked a wrapped class up there
+  # the first time it wrapped an object of it, and an interrupt landing in that call panicked (`fatal`). And
+  # magnus's `Value#inspect`, which RuleSet.new calls for each rule, swallowed one (the thread went on looping).
+  it "lets Thread#raise, Thread#kill and Timeout land in a process's first calls as themselves" do
+    script = <<~RUBY
+      Thread.new { sleep 60; warn "stuck: ending"; exit!(2) }
+      require "json"
+      require "timeout"
+      require "sidekiq"
+      require "sidekiq/fair_tenant"
+      native = Sidekiq::FairTenant::Native
+      looked_up = []
+      Object.singleton_class.prepend(Module.new do
+        define_method(:const_get) do |name, *rest|
+          (looked_up << name.to_s) && sleep(1) if name.to_s.start_with?("Sidekiq::FairTenant::Native::")
+          super(name, *rest)
+        end
+      end)
+      client = native::Client.new(Sidekiq::FairTenant.config.connection_settings)
+      outcome = lambda do |thread|
+        thread.join(10) ? "ended" : "still running"
+      rescue Exception => e # rubocop:disable Lint/RescueException
+        "\#{e.class}: \#{e.message[0, 80]}"
+      end
+      raised = Thread.new { loop { native::RuleSet.new("J", [{ queue: "slow", threshold: 1 }], 60) } }
+      killed = Thread.new { loop { client.router } }
+      timed_out = Thread.new { Timeout.timeout(0.3) { loop { native::Slots.new(client) } } }
+      sleep 0.3
+      raised.raise(RuntimeError, "boom")
+      killed.kill
+      print JSON.dump(raised: outcome.call(raised), killed: outcome.call(killed), timed_out: outcome.call(timed_out),
+                      looked_up: looked_up, after: native::RuleSet.new("J", [{ queue: "slow", threshold: 1 }], 60).class.name,
+                      key: client.router.key_for("J", "default", "t").empty?)
+    RUBY
+    lib = File.expand_path("../../lib", __dir__)
+    out, err, status = Open3.capture3({ "RUBYOPT" => "#{ENV.fetch("RUBYOPT", "")} -I#{lib}" }, Gem.ruby, "-e", script)
+
+    expect(status.exitstatus).to eq(0), err
+    expect(JSON.parse(out.lines.last)).to eq( # after what Sidekiq 7 logs to stdout
+      "raised" => "RuntimeError: boom", "killed" => "ended", "timed_out" => "Timeout::Error: execution expired",
+      "looked_up" => [], "after" => "Sidekiq::FairTenant::Native::RuleSet", "key" => false
+    )
   end
 
   it "raises the gem's error classes from explicit calls, with the URL but no password" do

@@ -22,8 +22,9 @@ module GcStress
         define_method(name) do |*args, &block|
           return super(*args, &block) if GC.stress
 
-          GC.stress = true
+          # Switched on inside: an interrupt landing right after it must not leave the whole run under stress.
           begin
+            GC.stress = true
             super(*args, &block)
           ensure
             GC.stress = false

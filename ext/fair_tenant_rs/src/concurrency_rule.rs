@@ -1,11 +1,11 @@
 //! `Sidekiq::FairTenant::Native::Concurrency`: a validated `fair_tenant_concurrency` option.
 //! Binding only: parsing lives in `concurrency.rs`.
 
-use magnus::{prelude::*, value::ReprValue, Error, RHash, RModule, Ruby, Value};
+use magnus::{prelude::*, Error, RHash, RModule, Ruby, Value};
 
 use crate::concurrency::{Concurrency, RawConcurrency};
 use crate::helpers::errors::argument_error;
-use crate::helpers::values::read_options;
+use crate::helpers::values::{inspect, read_options};
 use crate::rules::RawValue;
 
 #[magnus::wrap(
@@ -22,7 +22,7 @@ impl RbConcurrency {
                 ruby,
                 format!(
                     "{job_class}: invalid fair_tenant_concurrency {}: must be a Hash like {{ limit: 1, lease: 60 }}",
-                    raw.inspect()
+                    inspect(raw)?
                 ),
             ));
         };
@@ -37,7 +37,7 @@ impl RbConcurrency {
             key,
             elastic,
             unknown_keys,
-            inspect: raw.inspect(),
+            inspect: inspect(raw)?,
         };
         Concurrency::parse(&job_class, &parsed)
             .map(RbConcurrency)

@@ -56,8 +56,13 @@ static CLEAR: LazyLock<FairScript> = fair_script!("lua/fair_clear.lua");
 static WEIGHT: LazyLock<FairScript> = fair_script!("lua/fair_weight.lua");
 static DRAIN: LazyLock<FairScript> = fair_script!("lua/fair_drain.lua");
 static STATS: LazyLock<FairScript> = fair_script!("lua/fair_stats.lua");
+static JOBS: LazyLock<FairScript> = fair_script!("lua/fair_jobs.lua");
+static DELETE: LazyLock<FairScript> = fair_script!("lua/fair_delete.lua");
+static LATENCY: LazyLock<FairScript> = fair_script!("lua/fair_latency.lua");
+static HELD: LazyLock<FairScript> = fair_script!("lua/fair_held.lua");
 
-/// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`.
+/// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`, and for
+/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`.
 pub fn script(name: &str) -> Option<&'static FairScript> {
     match name {
         "push" => Some(&PUSH),
@@ -68,6 +73,10 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
         "weight" => Some(&WEIGHT),
         "drain" => Some(&DRAIN),
         "stats" => Some(&STATS),
+        "jobs" => Some(&JOBS),
+        "delete" => Some(&DELETE),
+        "latency" => Some(&LATENCY),
+        "held" => Some(&HELD),
         _ => None,
     }
 }
@@ -325,6 +334,41 @@ impl Sfq {
         more.then_some(finish)
     }
 
+    /// A waiting job taken out of the tenant's backlog (deleted through Sidekiq's API; `lua/fair_delete.lua`).
+    /// `V` does not move. A tenant whose backlog empties leaves the rotation (or `paused`), its start tag
+    /// remembered while ahead of `V`: back with a new job, it starts no earlier than its next job would have.
+    /// Returns whether the job was waiting there.
+    pub fn delete(&mut self, tenant: &str, job: u64) -> bool {
+        let Some(list) = self.backlog.get_mut(tenant) else {
+            return false;
+        };
+        let Some(i) = list.iter().position(|&j| j == job) else {
+            return false;
+        };
+        list.remove(i);
+        if list.is_empty() {
+            if let Some(p) = self.paused.iter().position(|t| t == tenant) {
+                self.paused.remove(p);
+            } else if let Some(at) = self
+                .ready
+                .iter()
+                .find(|(_, t)| *t == tenant)
+                .map(|(&at, _)| at)
+            {
+                self.ready.remove(&at);
+                self.left_at(tenant, at.0 .0);
+            }
+        }
+        true
+    }
+
+    /// A tenant that left with no job served at `tag` keeps that tag while it is ahead of `V`.
+    pub(crate) fn left_at(&mut self, tenant: &str, tag: f64) {
+        if tag > self.v {
+            self.finish.insert(tenant.to_string(), tag);
+        }
+    }
+
     /// Tenants remembered after going idle (bounded: forgotten once `V` passes their finish tag).
     pub fn remembered(&self) -> usize {
         self.finish.len()
@@ -444,6 +488,50 @@ mod tests {
     }
 
     #[test]
+    fn a_deleted_job_is_never_served() {
+        let mut sfq = Sfq::new();
+        for (t, j) in [("a", 1), ("a", 2), ("b", 3), ("a", 4)] {
+            sfq.push(t, j);
+        }
+        assert!(sfq.delete("a", 2));
+        assert!(!sfq.delete("a", 2));
+        assert!(!sfq.delete("b", 1));
+        let order: Vec<(String, u64)> = std::iter::from_fn(|| sfq.pop()).collect();
+        assert_eq!(
+            order,
+            vec![("a".into(), 1), ("b".into(), 3), ("a".into(), 4)]
+        );
+    }
+
+    #[test]
+    fn a_tenant_whose_last_job_is_deleted_leaves_and_comes_back_no_earlier() {
+        let mut sfq = Sfq::new();
+        sfq.push("a", 1);
+        sfq.push("a", 2);
+        for j in 10..20 {
+            sfq.push("b", j);
+        }
+        assert_eq!(sfq.pop(), Some(("a".into(), 1))); // a's next job starts at 1, V = 0
+        assert!(sfq.delete("a", 2));
+        assert!(sfq.ready.values().all(|t| t != "a"));
+        assert_eq!(sfq.v, 0.0);
+        sfq.push("a", 3); // back at its tag 1: b, whose tag is 0, goes first (at V = 0 it would not)
+        assert_eq!(served(&mut sfq, 3), ["b", "b", "a"]);
+    }
+
+    #[test]
+    fn a_paused_tenant_whose_last_job_is_deleted_is_not_resumed_empty() {
+        let mut sfq = Sfq::new();
+        sfq.set_weight("p", 0.0);
+        sfq.push("p", 1);
+        assert!(sfq.delete("p", 1));
+        assert!(sfq.paused.is_empty());
+        sfq.set_weight("p", 1.0);
+        assert!(sfq.ready.is_empty());
+        assert_eq!(sfq.pop(), None);
+    }
+
+    #[test]
     fn idle_tenants_are_forgotten_once_virtual_time_passes_them() {
         let mut sfq = Sfq::new();
         for t in 0..10_000 {
@@ -497,7 +585,8 @@ mod tests {
     #[test]
     fn scripts_carry_the_common_rule_and_their_sha() {
         for name in [
-            "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats",
+            "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
+            "latency", "held",
         ] {
             let s = script(name).unwrap();
             assert!(s.source.contains("local function activate"), "{name}");

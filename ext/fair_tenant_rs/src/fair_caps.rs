@@ -159,6 +159,30 @@ impl CappedSfq {
         }
     }
 
+    /// A waiting job deleted (through Sidekiq's API; `lua/fair_delete.lua`). A tenant held back on its
+    /// head job's scope whose head job goes rejoins `ready` at max(tag, V) (the job now at its head may need
+    /// no slot, or another one); one whose backlog empties leaves wherever it was, its waiting entry too,
+    /// as [`Sfq::delete`]. Returns whether the job was waiting.
+    pub fn delete(&mut self, job: u64) -> bool {
+        let found = self.sfq.backlog.iter().find(|(_, l)| l.contains(&job));
+        let Some((tenant, list)) = found.map(|(t, l)| (t.clone(), l)) else {
+            return false;
+        };
+        let (head, last) = (list.front() == Some(&job), list.len() == 1);
+        if head {
+            if let Some((_, (tag, tier, seq))) = self.forget(&tenant) {
+                self.tier(tier).remove(&(tag, seq));
+                if last {
+                    self.sfq.left_at(&tenant, tag.0);
+                } else {
+                    self.rejoin(tenant.clone(), tag, seq);
+                }
+            }
+        }
+        self.slots.remove(&job);
+        self.sfq.delete(&tenant, job)
+    }
+
     /// A runtime limit for a scope (beats the jobs' own); raising it wakes waiting tenants.
     pub fn set_limit(&mut self, scope: &str, limit: usize) {
         self.limits.insert(scope.to_string(), limit);
@@ -793,6 +817,45 @@ mod tests {
         assert_eq!(q.capped(), ["x"]);
         q.finish(3);
         assert_eq!(q.pop(), Some(("x".into(), 2)));
+    }
+
+    #[test]
+    fn deleting_a_held_back_tenants_head_job_brings_it_back() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 1..3, Some(Slot::fixed("a", 1)));
+        q.push("a", 3, None);
+        assert_eq!(q.pop(), Some(("a".into(), 1)));
+        assert_eq!(q.pop(), None); // job 2 finds the scope full: a is held back
+        assert_eq!(q.capped(), ["a"]);
+        assert!(q.delete(2));
+        assert!(q.capped().is_empty() && q.waiting("a").is_empty());
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // needs no slot
+    }
+
+    #[test]
+    fn a_held_back_tenant_whose_last_job_is_deleted_leaves_its_tier_and_scope() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 1..3, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("a".into(), 1)));
+        assert_eq!(q.pop(), None);
+        assert!(q.delete(2));
+        assert!(!q.delete(2));
+        assert!(q.capped().is_empty() && q.waiting("a").is_empty());
+        q.finish(1);
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn deleting_the_head_job_of_an_over_limit_tenant_brings_it_back_into_ready() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 1..4, Some(Slot::elastic("a", 1)));
+        q.push("b", 10, None);
+        assert_eq!(q.pop(), Some(("a".into(), 1))); // a's next job has the same full scope: a goes over
+        assert_eq!(q.over(), ["a"]);
+        assert!(q.delete(2));
+        assert!(q.over().is_empty() && q.waiting("a").is_empty());
+        assert_eq!(q.pop(), Some(("b".into(), 10)));
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // held back again, then served past its limit
     }
 
     #[test]

@@ -65,7 +65,23 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     limits_binding::init(ruby, native)?;
     fair_binding::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
+    resolve_wrapped_classes(ruby);
     Ok(())
+}
+
+/// magnus looks a wrapped class up (`Object.const_get`) when it first wraps an object of it, and
+/// panics if that call is interrupted: a `Timeout.timeout`, `Thread#raise` or `Thread#kill` landing in
+/// a process's first `client.router` (or `RuleSet.new`, ...) surfaced as `fatal`, not as itself.
+/// Looked up here, at load, no call can be interrupted there.
+fn resolve_wrapped_classes(ruby: &Ruby) {
+    use magnus::TypedData;
+    client::RbClient::class(ruby);
+    router_binding::RbRouter::class(ruby);
+    slots_binding::RbSlots::class(ruby);
+    stats_binding::RbStats::class(ruby);
+    limits_binding::RbLimits::class(ruby);
+    rule_set::RbRuleSet::class(ruby);
+    concurrency_rule::RbConcurrency::class(ruby);
 }
 
 /// `Native.build_info`: a new Hash of symbol keys to strings on every call.

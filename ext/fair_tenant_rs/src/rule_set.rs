@@ -1,13 +1,11 @@
 //! `Sidekiq::FairTenant::Native::RuleSet`: a validated `fair_tenant_queues` value.
 //! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `rules.rs`.
 
-use magnus::{
-    prelude::*, value::ReprValue, Error, RArray, RHash, RModule, Ruby, TryConvert, Value,
-};
+use magnus::{prelude::*, Error, RArray, RHash, RModule, Ruby, TryConvert, Value};
 
 use crate::fair_rules::{self, FairSource};
 use crate::helpers::errors::argument_error;
-use crate::helpers::values::read_options;
+use crate::helpers::values::{inspect, read_options};
 use crate::rules::{RawRule, RawValue, RuleSet, RULE_KEYS};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::RuleSet", free_immediately, size)]
@@ -16,7 +14,7 @@ pub struct RbRuleSet(pub RuleSet);
 impl RbRuleSet {
     fn new(ruby: &Ruby, job_class: String, raw: Value, max_window: f64) -> Result<Self, Error> {
         let Some(array) = RArray::from_value(raw) else {
-            let msg = RuleSet::not_an_array(&job_class, &inspect(raw)).to_string();
+            let msg = RuleSet::not_an_array(&job_class, &inspect(raw)?).to_string();
             return Err(argument_error(ruby, msg));
         };
         let mut rules = Vec::with_capacity(array.len());
@@ -72,7 +70,7 @@ impl RbRuleSet {
 
 fn read_rule(item: Value) -> Result<RawRule, Error> {
     let Some(hash) = RHash::from_value(item) else {
-        return Ok(RawRule::NotAHash(inspect(item)));
+        return Ok(RawRule::NotAHash(inspect(item)?));
     };
     let (mut values, unknown_keys) = read_options(hash, &RULE_KEYS)?;
     let from_fair_queue = values.pop().unwrap_or(RawValue::Missing);
@@ -85,7 +83,7 @@ fn read_rule(item: Value) -> Result<RawRule, Error> {
         per,
         from_fair_queue,
         unknown_keys,
-        inspect: inspect(item),
+        inspect: inspect(item)?,
     })
 }
 
@@ -105,10 +103,6 @@ fn fair_queue_notice(classes: RArray) -> Result<Option<String>, Error> {
         });
     }
     Ok(fair_rules::notice(&sources))
-}
-
-fn inspect(v: Value) -> String {
-    v.inspect()
 }
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {

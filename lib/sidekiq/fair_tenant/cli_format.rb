@@ -93,7 +93,8 @@ module Sidekiq
       end
 
       def fair_summary(queue)
-        "#{queue[:queue]}\twaiting #{queue[:backlog]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}" \
+        "#{queue[:queue]}\twaiting #{queue[:backlog]}\tstartable #{queue[:startable]}\tpaused #{queue[:paused]}" \
+          "\theld #{queue[:held]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}" \
           "\tcapped #{queue[:capped_tenants]}"
       end
 

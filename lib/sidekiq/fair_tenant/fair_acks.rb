@@ -65,7 +65,8 @@ module Sidekiq
         def acks_applied(entries)
           return if entries.empty?
 
-          sent = entries.to_h { |entry| [entry, true] }.compare_by_identity
+          sent = {}.compare_by_identity # (a plain Hash would copy the String keys)
+          entries.each { |entry| sent[entry] = true }
           @acks_mutex.synchronize { @acks.reject! { |entry| sent.key?(entry) } }
         end
       end

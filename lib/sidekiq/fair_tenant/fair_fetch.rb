@@ -35,6 +35,7 @@ module Sidekiq
         @inflight_key = Native::Fair.inflight_key(@identity)
         init_acks
         init_running
+        Liveness.fetching_as(@identity)
         Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
       end
 

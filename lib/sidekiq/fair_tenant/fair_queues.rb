@@ -24,7 +24,7 @@ module Sidekiq
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
-      SCRIPTS = %w[push fetch adopt ack clear weight drain stats].to_h do |name|
+      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held].to_h do |name|
         [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
       end.freeze
 
@@ -77,12 +77,6 @@ module Sidekiq
       # Jobs waiting in a queue's fair backlog (0 for a queue that never was fair).
       def backlog(conn, queue)
         conn.call("HGET", "#{base(queue)}state", "n").to_i
-      end
-
-      # Seconds the oldest job of a queue's fair backlog has waited (0 when none waits).
-      def latency(conn, queue)
-        _tenant, oldest = conn.call("ZRANGE", "#{base(queue)}heads", 0, 0, "WITHSCORES").flatten # RESP2 or 3
-        oldest ? [Time.now.to_f - oldest.to_f, 0.0].max : 0.0
       end
 
       # Switching fair fetch off for a queue: moves its whole fair backlog back to `queue:<name>` in fair

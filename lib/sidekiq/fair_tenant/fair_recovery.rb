@@ -6,8 +6,10 @@ module Sidekiq
       # Jobs left in the in-flight list of a process that died without requeueing them (SIGKILL, OOM, a lost
       # host) go back to the front of their tenants: at least once. A process is taken for dead when its
       # Sidekiq heartbeat key (rewritten every 5-10 s, expiring 60 s after the last beat) is gone, and still
-      # gone LAPSE seconds after a sweep first found it gone: longer than one heartbeat interval, so a live
-      # process whose key was deleted or evicted has beaten again by then, and its jobs stay where they are.
+      # gone LAPSE seconds after a sweep first found it gone, and the process did not show it lives meanwhile:
+      # every Liveness::EVERY seconds the gem's own heartbeat thread of a process with a fair fetcher clears any
+      # suspicion of it (Liveness), so a live process whose key was deleted or evicted keeps its jobs, and only
+      # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
       # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
       # suspected, on the connection it fetches with, so jobs stay in their shard.
       #

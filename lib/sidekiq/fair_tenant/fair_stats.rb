@@ -5,12 +5,18 @@ module Sidekiq
     # What fair queues hold right now, read from Sidekiq's Redis (where they live):
     #
     #   stats = Sidekiq::FairTenant.fair_stats
-    #   stats.queues      # => [{queue: "imports", backlog: 120, in_flight: 8, tenants: 3, capped_tenants: 1}, ...]
+    #   stats.queues      # => [{queue: "imports", backlog: 120, startable: 100, paused: 20, held: 0, in_flight: 8,
+    #                     #      tenants: 3, capped_tenants: 1}, ...]
     #   stats.queue("imports", limit: 50, offset: 0, capped_limit: 50)
-    #   # => {queue:, backlog:, in_flight:, tenants: 3, page: [{tenant: "acme", backlog: 100, oldest_age: 12.5,
+    #   # => {queue:, backlog:, startable:, paused:, held:, in_flight:, tenants: 3,
+    #   #     page: [{tenant: "acme", backlog: 100, oldest_age: 12.5,
     #   #      weight: 1.0, paused: false, running: 5, limit: 2}, ...],  (oldest waiting job first)
     #   #     capped_tenants: 1, capped: [{tenant: "acme", running: 2, limit: 2, elastic: false, in_force: true,
     #   #      waiting: 100, scope: {tenant: "acme", queue: "imports"}}, ...]}  (lowest start tag first)
+    #
+    # `backlog` counts every waiting job; of them, `paused` are paused tenants' (weight 0), `held` those of
+    # tenants a static `fair_tenant_concurrency` cap holds back now, `startable` the rest (a free thread may
+    # start them; an elastic cap's over-limit tenants included, which spare threads serve).
     #
     # In `page`, `running` counts the tenant's jobs in flight from that queue; `limit` is its runtime
     # concurrency limit (Limits; nil: the class's own or none).
@@ -34,8 +40,8 @@ module Sidekiq
             next unless FairQueues.fair?(name) || backlog.positive?
 
             base = FairQueues.base(name)
-            { queue: name, backlog: backlog, in_flight: flights.fetch(name, {}).values.sum,
-              tenants: conn.call("ZCARD", "#{base}heads").to_i,
+            { queue: name, backlog: backlog, **FairBacklog.counts(conn, name, backlog),
+              in_flight: flights.fetch(name, {}).values.sum, tenants: conn.call("ZCARD", "#{base}heads").to_i,
               capped_tenants: conn.call("ZCARD", "#{base}capped").to_i + conn.call("ZCARD", "#{base}over").to_i }
           end
         end
@@ -61,7 +67,8 @@ module Sidekiq
         )
         running = in_flight(conn).fetch(name, {})
         now = Time.now.to_f
-        { queue: name, backlog: backlog.to_i, in_flight: running.values.sum, tenants: waiting.to_i,
+        { queue: name, backlog: backlog.to_i, **FairBacklog.counts(conn, name, backlog.to_i),
+          in_flight: running.values.sum, tenants: waiting.to_i,
           page: rows.map { |row| tenant_row(name, row, running, now) },
           capped_tenants: capped_count.to_i, capped: capped.map { |row| capped_row(row) } }
       end

@@ -1,27 +1,88 @@
 # frozen_string_literal: true
 
 require "sidekiq/api"
+require "sidekiq/paginator"
 
 module Sidekiq
   module FairTenant
-    # Sidekiq's API counts a fair queue's backlog too: `Sidekiq::Queue#size`, `#latency` and `#clear`, the
-    # Queues page, `Sidekiq::Stats#enqueued` and `#queues` (what autoscalers such as
-    # judoscale and HireFire read). Works in any process with the gem loaded (the Web UI's too), whether or
-    # not it has `fair_queues` configured: a queue that never was fair has no backlog there.
+    # Sidekiq's API and Web UI see a fair queue's backlog too: `Sidekiq::Queue#size`, `#latency`, `#clear`,
+    # `#each` (so `#count`, `#find_job` and the rest of Enumerable), `Sidekiq::JobRecord#delete`, the Queues
+    # page and a queue's page (its list, paging and Delete), `Sidekiq::Stats#enqueued` and `#queues` (what
+    # autoscalers such as judoscale and HireFire read). Works in any process with the gem loaded (the Web
+    # UI's too), whether or not it has `fair_queues` configured: a queue that never was fair has no backlog
+    # there.
     module FairVisibility
+      PAGE = 50 # jobs of Sidekiq's list per round trip of Queue#each, as Sidekiq's own
+
       # Prepended to Sidekiq::Queue.
       module Queue
         def size
           super + Sidekiq.redis { |conn| FairQueues.backlog(conn, name) }
         end
 
+        # The wait of the oldest job a free thread could start now: a fair backlog's paused tenants and
+        # tenants held back by a static cap are left out (`size` counts them).
         def latency
-          [super, Sidekiq.redis { |conn| FairQueues.latency(conn, name) }].max
+          [super, Sidekiq.redis { |conn| FairBacklog.latency(conn, name) }].max
         end
 
+        # Sidekiq's list first, as Sidekiq pages it (newest first; a job deleted meanwhile does not make
+        # the next page skip one), then the fair backlog (FairBacklog.each).
+        def each(&block)
+          return to_enum(:each) unless block
+
+          each_listed(&block)
+          FairBacklog.each(name) do |tenant, job|
+            yield ::Sidekiq::JobRecord.new(job, name).tap { |record| record.fair_tenant = tenant }
+          end
+        end
+
+        def each_listed
+          key = "queue:#{name}"
+          initial = Sidekiq.redis { |conn| conn.call("LLEN", key) }
+          deleted = 0
+          (0..).step(PAGE) do |from|
+            entries = Sidekiq.redis { |conn| conn.call("LRANGE", key, from - deleted, from - deleted + PAGE - 1) }
+            break if entries.empty?
+
+            entries.each { |entry| yield ::Sidekiq::JobRecord.new(entry, name) }
+            deleted = initial - Sidekiq.redis { |conn| conn.call("LLEN", key) }
+          end
+        end
+        private :each_listed
+
+        # As Sidekiq's: deletes the list and takes the queue out of the `queues` set (the next push puts it
+        # back); then the fair backlog.
         def clear
+          result = super
           Sidekiq.redis { |conn| FairQueues.clear(conn, name) }
-          super
+          result
+        end
+      end
+
+      # Prepended to Sidekiq::JobRecord (not SortedEntry, which has its own delete).
+      module JobRecord
+        # The tenant whose list a job of a fair backlog was read from (Queue#each sets it).
+        attr_writer :fair_tenant
+
+        # A job not in Sidekiq's list is looked for in the queue's fair backlog: in its tenant's list first
+        # (the one it was read from, else the tenant its payload names), then in every tenant's.
+        def delete
+          super || (value.is_a?(String) && FairBacklog.delete(@queue.to_s, value, fair_tenant))
+        end
+
+        def fair_tenant
+          @fair_tenant ||= FairQueues.tenant(item)
+        end
+      end
+
+      # Prepended to Sidekiq::Paginator (Sidekiq's Web pages a queue with it, LRANGE on `queue:<name>`).
+      module Paginator
+        def page(key, pageidx = 1, page_size = 25, opts = nil)
+          queue = key.to_s.start_with?("queue:") && key.to_s.delete_prefix("queue:")
+          return super unless queue && Sidekiq.redis { |conn| FairQueues.backlog(conn, queue) }.positive?
+
+          FairBacklog.page(queue, pageidx, page_size, opts && opts[:reverse])
         end
       end
 
@@ -49,6 +110,8 @@ module Sidekiq
 
       def install
         ::Sidekiq::Queue.prepend(Queue)
+        ::Sidekiq::JobRecord.prepend(JobRecord)
+        ::Sidekiq::Paginator.prepend(Paginator)
         ::Sidekiq::Stats.prepend(Stats)
       end
     end

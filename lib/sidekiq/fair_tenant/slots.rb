@@ -54,10 +54,12 @@ module Sidekiq
           thread&.join(1)
         end
 
-        # One heartbeat: renew the leases due, sweep when due. Public for specs and `bin/bench`.
+        # One heartbeat: renew the leases due, sweep when due, and tell fair-queue recovery this process lives.
+        # Public for specs and `bin/bench`.
         def beat(now = monotonic)
           renew if now >= (@next_renew ||= 0)
           sweep if now >= (@next_sweep ||= 0)
+          FairFetch::Liveness.beat(now)
         end
 
         private

@@ -17,7 +17,7 @@ pub fn read_options(hash: RHash, known: &[&str]) -> Result<(Vec<RawValue>, Vec<S
         } else if let Some(s) = RString::from_value(k) {
             s.to_string()?
         } else {
-            k.inspect()
+            inspect(k)?
         };
         match known.iter().position(|n| *n == name) {
             Some(i) => values[i] = read_value(v)?,
@@ -33,10 +33,10 @@ pub fn read_value(v: Value) -> Result<RawValue, Error> {
         return Ok(RawValue::Nil);
     }
     if let Some(i) = Integer::from_value(v) {
-        return Ok(i
-            .to_i64()
-            .map(RawValue::Int)
-            .unwrap_or_else(|_| RawValue::Other(v.inspect())));
+        return match i.to_i64() {
+            Ok(n) => Ok(RawValue::Int(n)),
+            Err(_) => Ok(RawValue::Other(inspect(v)?)),
+        };
     }
     if let Some(f) = Float::from_value(v) {
         return Ok(RawValue::Float(f.to_f64()));
@@ -54,5 +54,13 @@ pub fn read_value(v: Value) -> Result<RawValue, Error> {
         let f: f64 = v.funcall("to_f", ())?;
         return Ok(RawValue::Float(f));
     }
-    Ok(RawValue::Other(v.inspect()))
+    Ok(RawValue::Other(inspect(v)?))
+}
+
+/// `v.inspect`, passing on what the call raised. magnus's `Value::inspect` falls back to `to_s` on any
+/// error, and so swallowed a `Thread#raise`, `Thread#kill` or `Timeout.timeout` landing in the call.
+pub fn inspect(v: Value) -> Result<String, Error> {
+    let s: RString = v.funcall("inspect", ())?;
+    // SAFETY: the bytes are copied before any other Ruby call.
+    Ok(String::from_utf8_lossy(unsafe { s.as_slice() }).into_owned())
 }

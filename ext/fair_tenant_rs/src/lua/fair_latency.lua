@@ -1,0 +1,42 @@
+-- When the oldest waiting job a free thread could start now was enqueued (Sidekiq::Queue#latency, which
+-- autoscalers read): tenants from `heads`, oldest job first, passing over paused ones (in `paused`, or of
+-- weight 0 and not moved there yet) and ones held back by a static cap (in `capped`). Tenants over an elastic
+-- cap (`over`) count: spare threads serve them. Read-only; at most `steps` tenants are passed over, then the
+-- next one's time is taken. Held back means a member of `capped` among its first `read` (lowest start tags),
+-- or, when it has more, a tenant whose next job's static scope is full.
+-- KEYS  weights
+-- ARGV  base, queue, steps, read
+-- Returns that job's enqueue time in seconds (a string), or false when none waits.
+local k = fair_keys(ARGV[1], KEYS[1])
+local queue, steps, CAPPED_READ = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+
+local capped = {}
+local members = redis.call('ZRANGE', k.capped, 0, CAPPED_READ - 1)
+for _, member in ipairs(members) do
+  capped[member:sub(17)] = true
+end
+local more_capped = #members == CAPPED_READ and redis.call('ZCARD', k.capped) > CAPPED_READ
+
+local function held(tenant)
+  if capped[tenant] then return true end
+  if not more_capped then return false end
+  local slot = slot_of(redis.call('LINDEX', k.prefix .. tenant, 0))
+  return slot ~= nil and not slot.elastic
+    and redis.call('ZCOUNT', slot.holders, now_ms(), '+inf') >= effective_limit(slot.limits, slot.sub, slot.default)
+end
+
+local passed, rank = 0, 0
+while true do
+  local batch = redis.call('ZRANGE', k.heads, rank, rank + 99, 'WITHSCORES')
+  if #batch == 0 then return false end
+  for i = 1, #batch, 2 do
+    local tenant = batch[i]
+    if passed >= steps then return batch[i + 1] end
+    if redis.call('SISMEMBER', k.paused, tenant) == 1 or weight(k.weights, tenant, queue) == 0 or held(tenant) then
+      passed = passed + 1
+    else
+      return batch[i + 1]
+    end
+  end
+  rank = rank + #batch / 2
+end

@@ -1,0 +1,38 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # A fetching process shows recovery it lives: every EVERY seconds the gem's heartbeat thread (Slots.beat)
+      # clears any suspicion a sweep raised because its Sidekiq heartbeat key was gone (deleted, evicted). Only
+      # a process whose threads have all stopped for longer than Recovery::LAPSE is recovered.
+      module Liveness
+        EVERY = 4
+
+        @identity = nil
+        @next = 0.0
+
+        class << self
+          # The process named `identity` lives: a later absence of its heartbeat key starts a suspicion anew.
+          def alive(identity)
+            ::Sidekiq.redis { |conn| conn.call("HDEL", Recovery::SUSPECTS, identity) }
+          end
+
+          def beat(now)
+            identity = @identity or return
+            return if now < @next
+
+            @next = now + EVERY
+            alive(identity)
+          end
+
+          # Called by a FairFetch: this process fetches as `identity`.
+          def fetching_as(identity)
+            @identity = identity
+            @next = 0.0
+          end
+        end
+      end
+    end
+  end
+end

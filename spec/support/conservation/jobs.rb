@@ -1,0 +1,35 @@
+# frozen_string_literal: true
+
+# Jobs of the conservation run (spec/integration/conservation_spec.rb). The tenant is the first argument;
+# "bytes" stands for a tenant whose name is not UTF-8 (a tenant method may return any bytes).
+module Conservation
+  BYTES_TENANT = "\xff\xferaw".b.freeze
+  TENANTS = %w[acme bravo ünïcødé 日本 bytes].freeze
+  CAPPED_TENANTS = %w[acme ünïcødé bravo].freeze
+  WEIGHTED_TENANTS = %w[acme bravo ünïcødé 日本].freeze # weight fields are UTF-8
+  QUEUE_SETS = [[%w[fair fair2 plain], true], [%w[fair fair fair2 plain], false], [%w[fair2 plain fair], true],
+                [%w[fair], true], [%w[plain fair2 fair], false]].freeze
+
+  def self.tenant_of(name) = name == "bytes" ? BYTES_TENANT : name
+end
+
+class ConservedJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false
+
+  def self.fair_tenant(tenant, *) = Conservation.tenant_of(tenant)
+
+  def perform(*); end
+end
+
+# Two at a time per tenant in `fair` (a runtime limit may change that).
+class ConservedCappedJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false, fair_tenant_concurrency: { limit: 2, lease: 600 }
+
+  def self.fair_tenant(tenant, *) = Conservation.tenant_of(tenant)
+
+  def perform(*); end
+end

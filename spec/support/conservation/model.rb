@@ -1,0 +1,21 @@
+# frozen_string_literal: true
+
+module Conservation
+  # What the harness knows of a job: pushed (or not: the push raised), its arguments, and how it ended.
+  #   done       it ran and its end is in Redis (acknowledged, or a plain job that finished): never again
+  #   lost_ok    a plain job in a crashed process's memory (BasicFetch's way: gone with the process)
+  #   unconfirmed  it ran, but its process crashed with the acknowledgement still in memory: may run again
+  #   killed     a payload that is no job (garbage), sent to the dead set by the processor that fetched it
+  Job = Struct.new(:id, :queue, :klass, :args, :pushed, :done, :lost_ok, :unconfirmed, :garbage, :killed,
+                   keyword_init: true)
+
+  # A process: a FairFetch, Sidekiq's heartbeat key named by its identity, the units its threads run, and
+  # the entries of units acknowledged but not yet sent (they ride with the next fetch).
+  # stalled: its heartbeat key has been gone for longer than Recovery::LAPSE (time_passes): a recovery may take
+  # its jobs although it lives (a stall), and they may run twice.
+  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :stalled, :leaked, keyword_init: true)
+
+  # A unit of work a process runs: `entry` for a fair queue's (in its in-flight list), nil for a plain one.
+  # Stale: a recovery took its entry away (a heartbeat lapse), the job may run elsewhere too.
+  Held = Struct.new(:id, :unit, :entry, :stale, keyword_init: true)
+end

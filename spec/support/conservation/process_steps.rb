@@ -1,0 +1,86 @@
+# frozen_string_literal: true
+
+# rubocop:disable Metrics/CyclomaticComplexity -- a model checker's case analysis, kept in one place
+
+module Conservation
+  # Steps of a Run on processes: crash, start, heartbeat, lapse, recovery sweep.
+  module ProcessSteps
+    private
+
+    def crash(process = random_process)
+      return "crash: no process" unless process && @processes.size > 1
+
+      @processes.delete(process)
+      process.fetcher.instance_variable_get(:@acks).clear # the process is gone: what it had in memory with it
+      Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(process.fetcher)
+      process.pending.each { |held| @jobs[held.id].unconfirmed = true unless held.stale }
+      process.units.each { |held| @jobs[held.id].lost_ok = true if !held.entry && !held.stale }
+      sidekiq_redis { |conn| conn.call("DEL", process.identity) }
+      "crash #{process.identity} (#{process.units.size} running, #{process.pending.size} acks unsent)"
+    end
+
+    def start_process(settings = nil)
+      return "start: enough processes" if @processes.size >= 4 && !settings
+
+      identity = "host-#{rng.rand(3)}:#{1000 + @started}:#{format("%06x", rng.rand(1 << 24))}"
+      @started += 1
+      queues, strict = settings || QUEUE_SETS.sample(random: rng)
+      fetcher = Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
+      Sidekiq::FairTenant::Slots.stop # its lease sweep would run on the wall clock; no slot lease expires here
+      process = Proc.new(identity: identity, fetcher: fetcher, units: [], pending: [], beating: false, leaked: [])
+      @processes << process
+      beat(process)
+      "start #{identity} #{queues.join(",")}#{" strict" if strict}"
+    end
+
+    # Sidekiq's heartbeat: the hash named by the identity, expiring 60 s after the last beat.
+    def beat(process = random_process)
+      return "beat: no process" unless process
+
+      sidekiq_redis do |conn|
+        conn.call("HSET", process.identity, "beat", Time.now.to_f.to_s, "busy", process.units.size.to_s)
+        conn.call("EXPIRE", process.identity, 60)
+      end
+      # The gem's own heartbeat thread, which runs beside Sidekiq's (a lapse stalls both).
+      Sidekiq::FairTenant::FairFetch::Liveness.alive(process.identity)
+      process.beating = true
+      process.stalled = false
+      "beat #{process.identity}"
+    end
+
+    def lapse(process = random_process)
+      return "lapse: no process" unless process
+
+      sidekiq_redis { |conn| conn.call("DEL", process.identity) }
+      process.beating = false
+      "lapse #{process.identity} (heartbeat key deleted, process alive)"
+    end
+
+    # Recovery::LAPSE seconds pass (on Redis's clock, as the sweep reads it: every suspect's first-seen-gone
+    # time moves back). A live process a sweep suspected, whose key is still gone, has stalled that long.
+    def time_passes
+      key = Sidekiq::FairTenant::Native::Fair.recovery_suspects_key
+      lapse = Sidekiq::FairTenant::FairFetch::Recovery::LAPSE
+      suspects = sidekiq_redis { |conn| conn.call("HGETALL", key) }
+      suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array)
+      sidekiq_redis do |conn|
+        suspects.each { |identity, since| conn.call("HSET", key, identity, (since.to_f - lapse - 1).to_s) }
+      end
+      stalled = @processes.select { |process| !process.beating && suspects.key?(process.identity) }
+      stalled.each { |process| process.stalled = true }
+      "#{lapse + 1} s pass (#{suspects.size} suspected, #{stalled.size} of them alive: stalled)"
+    end
+
+    def sweep(process = random_process)
+      return "sweep: no process" unless process
+
+      before = garbage_in_flight
+      result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
+      @swept = before
+      found = result ? result[:recovered] : 0
+      @notes[:recovered] += found
+      "sweep by #{process.identity}: #{found} recovered, #{result && result[:suspected]} suspected"
+    end
+  end
+end
+# rubocop:enable Metrics/CyclomaticComplexity

@@ -1,0 +1,149 @@
+# frozen_string_literal: true
+
+# rubocop:disable Metrics/ClassLength, Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity -- a model checker's case analysis, kept in one place
+
+module Conservation
+  # Where every job is in Redis at one moment, read key by key: waiting (`queue:<q>` lists, fair tenant
+  # lists `<base>t:<tenant>`, parked slots), in flight (per identity), dead. A job is known by its jid, or by
+  # the `garbage-<n>` marker of a payload that is not a job. Also the fair state's `n` against the tenant
+  # lists, and the in-flight registry. `problems` lists what cannot be right whatever the model says.
+  class RedisView
+    INFLIGHT = Sidekiq::FairTenant::Native::Fair.inflight_key("").b.freeze
+    REGISTRY = Sidekiq::FairTenant::Native::Fair.registry_key.b.freeze
+    JID = /"jid":"([^"\\]+)"/n
+    GARBAGE = /garbage-\d+/n
+    # Keys that never hold a job (checked anyway when their type could).
+    QUIET = /\A(queues|processes|sidekiq-fair_tenant:(slots|limits|fair:weights|recovery-lock))/n
+
+    attr_reader :places, :inflight, :registry, :problems, :backlogs
+
+    # The id of a payload: its jid, or its garbage marker; nil when it has neither.
+    def self.id_of(payload)
+      bin = payload.b
+      (bin[GARBAGE] || bin[JID, 1])&.force_encoding(Encoding::UTF_8)
+    end
+
+    # "<len>:<queue><len>:<tenant><job>" read as bytes: [queue, tenant, job], nil when malformed.
+    def self.decode(entry)
+      bin = entry.b
+      queue_len = bin[/\A(\d+):/n, 1] or return nil
+      at = queue_len.size + 1
+      queue = bin.byteslice(at, queue_len.to_i)
+      at += queue_len.to_i
+      tenant_len = bin.byteslice(at..)[/\A(\d+):/n, 1] or return nil
+      at += tenant_len.size + 1
+      [queue, bin.byteslice(at, tenant_len.to_i), bin.byteslice((at + tenant_len.to_i)..)]
+    end
+
+    def initialize(conn, fair_queues)
+      @places = Hash.new { |hash, id| hash[id] = [] }
+      @inflight = {}
+      @problems = []
+      @backlogs = {}
+      @bases = fair_queues.to_h { |queue| [Sidekiq::FairTenant::FairQueues.base(queue).b, queue] }
+      keys = conn.call("KEYS", "*").map(&:b)
+      @registry = conn.call("SMEMBERS", REGISTRY).map(&:b)
+      read_keys(conn, keys)
+      check_backlogs(conn)
+    end
+
+    private
+
+    def read_keys(conn, keys)
+      lists, zsets, unknown = classify(keys)
+      read_lists(conn, lists)
+      read_zsets(conn, zsets)
+      scan_unknown(conn, unknown)
+    end
+
+    # [[key, kind] lists], [[key, kind] zsets], other keys.
+    def classify(keys)
+      lists = []
+      zsets = []
+      unknown = []
+      keys.each do |key|
+        if key.start_with?("queue:") then lists << [key, :queue]
+        elsif key.start_with?(INFLIGHT) then lists << [key, :inflight]
+        elsif (base = tenant_base(key)) then lists << [key, :tenant, base]
+        elsif key == "dead" then zsets << [key, :dead]
+        elsif key.end_with?(":parked") then zsets << [key, :parked]
+        elsif !fair_state_key?(key) then unknown << key
+        end
+      end
+      [lists, zsets, unknown]
+    end
+
+    def tenant_base(key)
+      @bases.each_key.find { |base| key.start_with?("#{base}t:") }
+    end
+
+    # A fair queue's other keys (ready, state, fin, paused, sig, heads, capped, over) hold tenants and tokens.
+    def fair_state_key?(key)
+      key.start_with?(Sidekiq::FairTenant::Native::Fair.base("").b.delete_suffix("{}:"))
+    end
+
+    def read_lists(conn, lists)
+      contents = conn.pipelined { |pipe| lists.each { |key, _| pipe.call("LRANGE", key, 0, -1) } }
+      lists.zip(contents).each do |(key, kind, base), items|
+        items = items.map(&:b)
+        case kind
+        when :inflight then read_inflight(key, items)
+        when :tenant
+          (@backlogs[base] ||= []) << items.size
+          items.each { |job| place(job, :tenant, key) }
+        else items.each { |job| place(job, :queue, key) }
+        end
+      end
+    end
+
+    def read_inflight(key, entries)
+      identity = key.byteslice(INFLIGHT.bytesize..)
+      @inflight[identity] = entries
+      entries.each do |entry|
+        _queue, _tenant, job = self.class.decode(entry)
+        job ? place(job, :inflight, identity) : @problems << "malformed in-flight entry in #{key}: #{entry.inspect}"
+      end
+    end
+
+    def read_zsets(conn, zsets)
+      contents = conn.pipelined { |pipe| zsets.each { |key, _| pipe.call("ZRANGE", key, 0, -1) } }
+      zsets.zip(contents).each { |(key, kind), items| items.each { |job| place(job.b, kind, key) } }
+    end
+
+    def place(payload, kind, where)
+      id = self.class.id_of(payload)
+      return @places[id] << [kind, where, payload] if id
+
+      @problems << "a payload that is no job (no jid, no marker) in #{kind} #{where.inspect}: #{payload[0,
+                                                                                                        120].inspect}"
+    end
+
+    # Any other key of a type that could hold a job must not hold one.
+    def scan_unknown(conn, keys)
+      types = conn.pipelined { |pipe| keys.each { |key| pipe.call("TYPE", key) } }
+      keys.zip(types).each do |key, type|
+        next if QUIET.match?(key) && type != "list"
+
+        values = case type
+                 when "list" then conn.call("LRANGE", key, 0, -1)
+                 when "zset" then conn.call("ZRANGE", key, 0, -1)
+                 when "set" then conn.call("SMEMBERS", key)
+                 when "string" then [conn.call("GET", key)]
+                 else []
+                 end
+        held = values.compact.map(&:b).select { |value| value.match?(JID) || value.match?(GARBAGE) }
+        @problems << "job(s) in an unexpected key #{key.inspect} (#{type}): #{held.first.inspect}" unless held.empty?
+      end
+    end
+
+    # The fair state's n counts the jobs in the queue's tenant lists.
+    def check_backlogs(conn)
+      @bases.each do |base, queue|
+        n = conn.call("HGET", "#{base}state", "n").to_i
+        held = (@backlogs[base] || []).sum
+        @problems << "fair queue #{queue}: state n = #{n}, tenant lists hold #{held}" unless n == held
+      end
+    end
+  end
+end
+# rubocop:enable Metrics/ClassLength, Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity

@@ -1,0 +1,239 @@
+# frozen_string_literal: true
+
+# rubocop:disable Metrics/ClassLength, Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity -- a model checker's case analysis, kept in one place
+
+require "set"
+require_relative "jobs"
+require_relative "model"
+require_relative "redis_view"
+require_relative "steps"
+require_relative "process_steps"
+require_relative "setting_steps"
+require_relative "checks"
+
+module Conservation
+  FAIR_QUEUES = %w[fair fair2].freeze
+
+  # A randomised run of pushes, fetches, acks, requeues, crashes, recoveries, heartbeat lapses, weight and
+  # limit changes, refused writes and fair-off/on, with FairFetch objects of several "processes" (identities)
+  # in this Ruby process against the spec's redis-server; after every step, Checks read Redis. The same
+  # seed replays the same run. `violations` maps a kind to its count, first message and the steps before it.
+  class Run
+    include Steps
+    include ProcessSteps
+    include SettingSteps
+    include Checks
+
+    WEIGHTS = { push: 22, fetch: 26, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2, lapse: 3,
+                beat: 4, sweep: 5, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
+                garbage: 1 }.freeze
+    KINDS = WEIGHTS.flat_map { |kind, weight| [kind] * weight }.freeze
+    HISTORY = 20
+    # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.
+    MAX_OPEN = 150
+
+    attr_reader :seed, :steps, :violations, :notes, :history
+
+    def initialize(seed:, steps:)
+      @seed = seed
+      @steps = steps
+      @rng = Random.new(seed)
+      @jobs = {}
+      @processes = []
+      @started = 0
+      @history = []
+      @violations = {}
+      @notes = Hash.new(0)
+      @checked_payloads = Set.new
+      @step = 0
+      @found = []
+      @open = Set.new
+    end
+
+    def call
+      srand(@seed) # Sidekiq's weighted queue order shuffles with Kernel's generator
+      timers_off
+      configure_fair(FAIR_QUEUES)
+      2.times { record(:start_process) }
+      @without = without
+      kinds = KINDS - @without
+      @steps.times { record(kinds.sample(random: rng)) }
+      settle
+      self
+    ensure
+      min_replicas_to_write(0)
+      configure_fair([])
+      @processes.each do |process|
+        Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(process.fetcher)
+      end
+    end
+
+    def report
+      lines = ["conservation run: seed #{seed}, #{@step} steps, #{@jobs.size} jobs; " \
+               "replay: CONSERVATION_SEED=#{seed} CONSERVATION_STEPS=#{steps}"]
+      lines << "notes: #{@notes.sort.map { |k, v| "#{k}=#{v}" }.join(" ")}"
+      @violations.each do |kind, found|
+        lines << "#{kind}: #{found[:count]}x, first at step #{found[:step]}: #{found[:message]}"
+        lines << "  the steps before it:"
+        lines.concat(found[:history].map { |line| "    #{line}" })
+      end
+      lines.join("\n")
+    end
+
+    private
+
+    attr_reader :rng
+
+    # Step kinds left out of the run (CONSERVATION_WITHOUT=garbage,lapse; "bytes": the tenant whose name is
+    # not UTF-8): to tell apart what a failing seed found.
+    def without
+      ENV.fetch("CONSERVATION_WITHOUT", "").split(",").map { |kind| kind.strip.to_sym }
+    end
+
+    # Recovery sweeps and idle looks happen when the steps say, not on the wall clock.
+    def timers_off
+      Sidekiq::FairTenant::FairFetch::Recovery.instance_variable_set(:@next, Float::INFINITY)
+      Sidekiq::FairTenant::FairFetch::IdleLook.instance_variable_set(:@look_at, Float::INFINITY)
+    end
+
+    def record(kind, *args, **options)
+      @step += 1
+      @swept = nil
+      line = begin
+        send(kind, *args, **options)
+      rescue StandardError => e
+        unless @refusing
+          violation(:step_raised,
+                    "#{kind}: #{e.class}: #{e.message[0, 200]} at #{e.backtrace.first(3).join(" < ")}")
+        end
+        "#{kind} raised #{e.class}: #{e.message[0, 100]}"
+      end
+      @history << "#{@step}. #{line}"
+      @history.shift while @history.size > HISTORY
+      view = check
+      @found.each { |found, message| note_violation(found, message) }
+      @found.clear
+      view
+    end
+
+    # Violations found during a step are kept with the steps up to and including it.
+    def violation(kind, message)
+      @found << [kind, message]
+    end
+
+    def note_violation(kind, message)
+      found = @violations[kind] ||= { count: 0, step: @step, message: message, history: @history.dup }
+      found[:count] += 1
+    end
+
+    # Acknowledgements the process had when a fetch or flush of it succeeded were sent with it. One that
+    # raised may have sent them or not; those it did not send are sent by the next one that succeeds.
+    def confirm_acks(process, pending, failed: nil)
+      return if pending.empty?
+
+      list = sidekiq_redis { |conn| conn.call("LRANGE", process.fetcher.inflight_key, 0, -1) }.map(&:b).tally
+      pending.each do |held|
+        next if failed && !held.stale && list.fetch(held.entry, 0).positive?
+
+        process.pending.delete_if { |other| other.equal?(held) }
+        next if held.stale
+
+        if list.fetch(held.entry, 0).positive?
+          violation(:ack_not_applied, "#{process.identity}: the ack of #{held.id} was pending when a fetch or " \
+                                      "flush succeeded, and its entry is still in flight")
+          process.leaked << held.entry
+        else
+          @notes[:acks_applied] += 1
+          @jobs[held.id].done = true unless @jobs[held.id].garbage
+        end
+      end
+    end
+
+    # Everything healed (writes, weights, limits, fair on, heartbeats), crashed processes' jobs recovered,
+    # then every job served and finished by a process fetching every queue.
+    def settle
+      heal
+      final = @processes.last
+      recover_crashed(final)
+      @processes.each do |process|
+        record(:finish, process) until process.units.empty?
+        record(:flush, process)
+      end
+      idle = 0
+      while idle < 3 && @step < (@steps * 4) + 1000
+        record(:fetch, final, idle: false)
+        if final.units.empty?
+          idle += 1
+        else
+          idle = 0
+          record(:finish, final)
+        end
+      end
+      record(:flush, final)
+      check_settled
+    end
+
+    # Sweeps until no crashed process has jobs in flight: a sweep suspects a process whose key is gone, and
+    # recovers it once Recovery::LAPSE seconds have passed (time_passes).
+    def recover_crashed(sweeper)
+      3.times do
+        view = record(:sweep, sweeper)
+        orphans = view.inflight.any? do |identity, entries|
+          !entries.empty? && !live?(identity) && view.registry.include?(identity) # others are never recovered
+        end
+        break unless orphans
+
+        record(:time_passes)
+      end
+    end
+
+    def heal
+      min_replicas_to_write(0)
+      configure_fair(FAIR_QUEUES)
+      weights = Sidekiq::FairTenant.weights
+      WEIGHTED_TENANTS.product([nil, *FAIR_QUEUES]).each do |tenant, queue|
+        weights.delete(tenant: tenant, queue: queue)
+      end
+      CAPPED_TENANTS.each { |tenant| Sidekiq::FairTenant.limits.delete(tenant: tenant, queue: "fair") }
+      @processes.each { |process| beat(process) }
+      @history << "settle: writes, weights, limits, fair-on and heartbeats healed"
+      record(:start_process, [%w[fair fair2 plain], true])
+    end
+
+    # At the end every job finished, is dead, went with a crashed process's memory (plain), or waits for the
+    # recovery of a crashed process (its heartbeat gone, its identity registered).
+    def check_settled
+      view = check
+      @found.each { |kind, message| note_violation(kind, message) }
+      @found.clear
+      @jobs.each_value do |job|
+        next if job.done || job.lost_ok || !job.pushed
+
+        places = view.places.fetch(job.id, [])
+        next if places.any? { |kind, _| kind == :dead }
+        next if places.any? { |kind, where| kind == :inflight && !live?(where) && view.registry.include?(where) }
+
+        violation(:stranded, "#{job.id} (#{job.klass} #{job.queue} #{job.args.inspect}) never ran to its end: " \
+                             "#{describe(places)}")
+      end
+    end
+
+    def random_process(&filter)
+      candidates = filter ? @processes.reject { |process| filter.call(process).empty? } : @processes
+      candidates.empty? ? nil : candidates.sample(random: rng)
+    end
+
+    def live?(identity)
+      @processes.any? { |process| process.identity.b == identity.b }
+    end
+
+    def beating?(identity)
+      @processes.any? { |process| process.identity.b == identity.b && process.beating }
+    end
+
+    def sidekiq_redis(&block)
+      Sidekiq.redis(&block)
+    end
+  end
+end
+# rubocop:enable Metrics/ClassLength, Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity

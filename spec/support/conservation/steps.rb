@@ -1,0 +1,145 @@
+# frozen_string_literal: true
+
+# rubocop:disable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity, Metrics/ModuleLength -- a model checker's case analysis, kept in one place
+
+require "English"
+
+module Conservation
+  # Steps of a Run on jobs, each on the real objects: Sidekiq's client, FairFetch instances and their units
+  # FairFetch::Recovery, the weights and limits APIs, FairQueues.drain. Each returns a line for the history.
+  module Steps
+    TEXTS = ["plain", "héllo wörld", "日本語のテキスト", "emoji 🎉🧪", "quote \" back \\ slash /", "sep \u2028 \u2029",
+             "tab\tnl\n", "ünïcødé ✓"].freeze
+    GARBAGE = ["garbage-%d not json \xff\xfe".b, '["garbage-%d"]', '{"garbage-%d":', "\"garbage-%d\""].freeze
+
+    private
+
+    def push(count = nil)
+      return "push: #{@open.size} jobs open, none pushed" if @open.size >= Run::MAX_OPEN
+
+      (count || (1 + rng.rand(3))).times.map { push_one }.join("; ")
+    end
+
+    def push_one
+      klass, queue = pick_class
+      tenants = klass == ConservedCappedJob ? CAPPED_TENANTS : TENANTS
+      tenant = (@without.include?(:bytes) ? tenants - ["bytes"] : tenants).sample(random: rng)
+      id = "j#{@jobs.size}"
+      args = [tenant, @jobs.size, TEXTS.sample(random: rng)]
+      job = Job.new(id: id, queue: queue, klass: klass.name, args: args, pushed: true)
+      @jobs[id] = job
+      @open << id
+      begin
+        Sidekiq::Client.push("class" => klass, "queue" => queue, "args" => args, "jid" => id)
+        @notes[:pushed] += 1
+        "push #{id} #{klass.name} #{queue} #{tenant}"
+      rescue StandardError => e
+        job.pushed = false
+        "push #{id} raised #{e.class}: #{e.message[0, 60]}"
+      end
+    end
+
+    def pick_class
+      case rng.rand(100)
+      when 0...50 then [ConservedJob, "fair"]
+      when 50...70 then [ConservedCappedJob, "fair"]
+      when 70...85 then [ConservedJob, "fair2"]
+      else [ConservedJob, "plain"]
+      end
+    end
+
+    def garbage
+      id = "garbage-#{@jobs.size}"
+      queue = %w[fair fair2].sample(random: rng)
+      payload = format(GARBAGE.sample(random: rng), @jobs.size)
+      @jobs[id] = Job.new(id: id, queue: queue, pushed: true, garbage: true)
+      @open << id
+      sidekiq_redis { |conn| conn.call("LPUSH", "queue:#{queue}", payload) }
+      "garbage #{id} (#{payload.inspect}) to queue:#{queue}"
+    end
+
+    # One fetch by one thread of a process: retrieve_work, blocking at most FairFetch::TIMEOUT (made short).
+    def fetch(process = random_process, idle: rng.rand(4).zero?)
+      return "fetch: no process" unless process
+
+      Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = idle || nil # its last wait timed out
+      pending = process.pending.dup
+      unit = begin
+        process.fetcher.retrieve_work
+      ensure
+        confirm_acks(process, pending, failed: $ERROR_INFO)
+        relinked(process)
+      end
+      return "fetch #{process.identity}#{" (idle)" if idle}: nothing" unless unit
+
+      hold(process, unit)
+    end
+
+    # A fetch that found the recovered copy of a job the process still runs hands the copy's entry to the
+    # running unit (FairFetch::Running) instead of running it twice: that unit stands for the copy now.
+    def relinked(process)
+      process.units.each do |held|
+        next unless held.entry && held.unit.entry.b != held.entry
+
+        held.entry = held.unit.entry.b
+        held.stale = false
+        @notes[:recovered_copy_not_run_twice] += 1
+      end
+    end
+
+    def hold(process, unit)
+      id = RedisView.id_of(unit.job)
+      entry = unit.respond_to?(:entry) ? unit.entry.b : nil
+      process.units << Held.new(id: id, unit: unit, entry: entry, stale: false)
+      job = @jobs[id]
+      @notes[:fetched] += 1
+      @notes[:reruns_after_crash] += 1 if job&.unconfirmed
+      "fetch #{process.identity}: #{id} #{entry ? "fair" : "plain"} #{unit.queue}"
+    end
+
+    # A unit runs and ends: acknowledged (rides with the process's next fetch). A payload that is no job goes
+    # to the dead set, as Sidekiq's processor does with a job it cannot parse.
+    def finish(process = random_process(&:units))
+      return "finish: nothing running" unless process
+
+      held = process.units.delete_at(rng.rand(process.units.size))
+      job = @jobs[held.id]
+      if job&.garbage && !held.stale
+        Sidekiq::DeadSet.new.kill(held.unit.job, notify_failure: false)
+        job.killed = true
+      end
+      held.unit.acknowledge
+      if held.stale
+        @notes[:ran_twice_after_lapse] += 1
+      elsif held.entry
+        process.pending << held
+      elsif !job&.garbage
+        job.done = true
+      end
+      "finish #{held.id} on #{process.identity}#{" (stale: recovered meanwhile)" if held.stale}"
+    end
+
+    def requeue(process = random_process(&:units))
+      return "requeue: nothing running" unless process
+
+      index = rng.rand(process.units.size)
+      held = process.units[index]
+      held.unit.requeue
+      process.units.delete_at(index)
+      "requeue #{held.id} on #{process.identity}"
+    end
+
+    def flush(process = random_process)
+      return "flush: no process" unless process
+
+      pending = process.pending.dup
+      begin
+        process.fetcher.flush_acks
+      ensure
+        confirm_acks(process, pending, failed: $ERROR_INFO)
+      end
+      "flush_acks #{process.identity} (#{pending.size})"
+    end
+  end
+end
+# rubocop:enable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity, Metrics/ModuleLength
