@@ -7,16 +7,19 @@ FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
 FAIR_FETCHES = Integer(ENV.fetch("FAIR_FETCHES", "2000"))
 FAIR_MAX_JOBS = Integer(ENV.fetch("FAIR_MAX_JOBS", "1000000"))
 
+# A plain queue's job: the push and drain that fair queues are measured against.
 class BenchPlainQueueJob
   include Sidekiq::Worker
   sidekiq_options queue: "bench_plain"
 end
 
+# A fair queue's job.
 class BenchFairJob
   include Sidekiq::Worker
   sidekiq_options queue: "bench_fair"
 end
 
+# A fair queue's job with a re-routing rule.
 class BenchFairRoutedJob
   include Sidekiq::Worker
   sidekiq_options queue: "bench_fair", fair_tenant_queues: [{ queue: "bench_fair_slow", threshold: 100, per: 3600 }]

@@ -28,6 +28,7 @@ PUSHES = Integer(ENV.fetch("PUSHES", "20000"))
 ROUNDS = Integer(ENV.fetch("ROUNDS", "3"))
 TENANTS = Array.new(50) { |i| "tenant-#{i}" }.freeze
 
+# The job pushed in every mode: re-routed past its thresholds.
 class BenchRoutedJob
   include Sidekiq::Worker
   sidekiq_options queue: "default",

@@ -33,7 +33,8 @@ def check(description, passed)
 end
 
 require "sidekiq-fair_tenant-rs"
-Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=) # Sidekiq 6.4 on redis-rb 4.8
+# Sidekiq 6.4 on redis-rb 4.8 (7.x and 8.x use redis-client)
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 
 dlext = RbConfig::CONFIG["DLEXT"]
 native = $LOADED_FEATURES.grep(%r{/sidekiq/fair_tenant/(\d+\.\d+/)?fair_tenant_rs\.#{dlext}\z}).first
@@ -68,10 +69,9 @@ begin
   jid = PackageSmokeJob.set(fair_tenant: "t1").perform_async(1)
   check("job pushed (jid #{jid.inspect})", !jid.nil?)
 
-  redis = Redis.new(url: url)
-  check("queue:throttled holds the job", redis.llen("queue:throttled") == 1)
-  check("queue:default is empty", redis.llen("queue:default").zero?)
-  redis.close
+  size = ->(queue) { Sidekiq.redis { |conn| conn.call("LLEN", "queue:#{queue}") } }
+  check("queue:throttled holds the job", size.call("throttled") == 1)
+  check("queue:default is empty", size.call("default").zero?)
 ensure
   Process.kill("TERM", pid)
   Process.wait(pid)

@@ -28,6 +28,7 @@ Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=) #
 
 module SpecHelpers
   SIDEKIQ7 = Gem::Version.new(Sidekiq::VERSION) >= Gem::Version.new("7")
+  SIDEKIQ8 = Gem::Version.new(Sidekiq::VERSION) >= Gem::Version.new("8")
 
   # Polls the block until it returns something truthy, which it returns. On timeout it raises naming `what`, with
   # the last lines of each Sidekiq process's log (the example's `servers`, when it has them).
@@ -104,20 +105,23 @@ module SpecHelpers
     monitor = Redis.new(url: ENV.fetch("REDIS_URL"))
     thread = Thread.new do
       Thread.current.report_on_exception = false
-      monitor.monitor { |line| line == "OK" ? ready << true : lines << line }
+      # redis-rb 5+ yields nil each time its read times out with nothing to read
+      monitor.monitor { |line| line == "OK" ? ready << true : (lines << line if line) }
     end
-    ready.pop
-    yield
-    sentinel = "monitor-sentinel-#{rand(1 << 30)}"
-    redis.echo(sentinel)
-    seen = []
-    until (line = lines.pop).include?(sentinel)
-      seen << line unless line.include?(" lua]")
+    begin
+      ready.pop
+      yield
+      sentinel = "monitor-sentinel-#{rand(1 << 30)}"
+      redis.echo(sentinel)
+      seen = []
+      until (line = lines.pop).include?(sentinel)
+        seen << line unless line.include?(" lua]")
+      end
+      seen.map { |command| command[/\] "(\w+)"/, 1].downcase }
+    ensure
+      thread.kill
+      monitor.close
     end
-    seen.map { |command| command[/\] "(\w+)"/, 1].downcase }
-  ensure
-    thread&.kill
-    monitor&.close
   end
 
   # Captures what the gem logs.

@@ -469,6 +469,7 @@ RSpec.describe "Fair fetch" do
         require "sidekiq/fair_tenant"
         require #{File.expand_path("../support/fair_app.rb", __dir__).dump}
         require "sidekiq/testing"
+        Sidekiq.configure_client { |c| c.logger = Logger.new($stderr) } # standard output is the answer alone
         Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
         Sidekiq::Testing.fake! { FairJob.perform_async("acme", 1) }
         fake = FairJob.jobs.size

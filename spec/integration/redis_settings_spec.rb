@@ -25,6 +25,14 @@ RSpec.describe "The gem's Redis settings" do
     end
   end
 
+  def with_sidekiq_logger(logger)
+    previous = sidekiq_config.logger
+    sidekiq_config.logger = logger
+    yield
+  ensure
+    sidekiq_config.logger = previous
+  end
+
   # Percent-encoding for URLs: a space is %20, a + is %2B.
   def escape(part) = ERB::Util.url_encode(part)
 
@@ -83,6 +91,22 @@ RSpec.describe "The gem's Redis settings" do
         expect(Sidekiq.redis { |c| c.call("PING") }).to eq("PONG") # Sidekiq's client logs in with it too
         expect(routes_through(server.redis(db: 1))).to be(true)
       end
+    end
+
+    it "reads Sidekiq's settings from its configuration once, with no connection pool and no Sidekiq log line" do
+      log = StringIO.new
+      with_sidekiq_redis(fields) do
+        with_sidekiq_logger(Logger.new(log)) do
+          allow(ConnectionPool).to receive(:new).and_call_original
+          settings = Sidekiq::FairTenant::SidekiqRedisSettings.detect
+          expect(settings).to include(port: server.port, db: 1, username: "fair-tenant", password: odd)
+          expect(Sidekiq::FairTenant.ping).to be(true)
+          Sidekiq::FairTenant.slots_native
+          expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect).to equal(settings)
+          expect(ConnectionPool).not_to have_received(:new)
+        end
+      end
+      expect(log.string).to eq("")
     end
 
     it "follows a password lambda of Sidekiq 7's redis-client (called with the username)", if: SpecHelpers::SIDEKIQ7 do

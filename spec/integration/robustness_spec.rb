@@ -122,7 +122,7 @@ RSpec.describe "Robustness" do
   {
     "refused" => ->(_server) { "redis://127.0.0.1:#{RedisServer.free_port}/0" },
     "unresolvable" => ->(_server) { "redis://no-such-host.invalid:6379/0" },
-    "stalled (CLIENT PAUSE WRITE)" => ->(server) { server.url }
+    "stalled (CLIENT PAUSE WRITE)" => :url.to_proc
   }.each do |how, url|
     it "costs one wait per backoff, not one per push, while Redis is #{how}", gc_stress: false do
       Sidekiq::FairTenant.configure { |c| c.redis_url = url.call(server) }
@@ -238,7 +238,7 @@ RSpec.describe "Robustness" do
     end
     # Each interrupt as soon as its victim is seen inside the native call (its top frame: without GC.stress, in
     # the Redis wait), or after 0.05 s wherever it is (under GC.stress this thread rarely gets the GVL before).
-    interrupts = { victims[0] => ->(t) { t.raise(RuntimeError, "boom") }, victims[1] => ->(t) { t.kill } }
+    interrupts = { victims[0] => ->(t) { t.raise(RuntimeError, "boom") }, victims[1] => :kill.to_proc }
     spawned = monotonic
     wait_for("the victims inside the call", every: 0.001) do
       interrupts.delete_if do |t, act|

@@ -52,6 +52,19 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     expect(redis.sismember("queues", "default")).to be(true)
   end
 
+  it "hands jobs of one enqueue millisecond (Sidekiq 8) over in the order they parked, not by payload" do
+    ms = Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+    expect(acquire("a", enqueued_at: ms)).to eq(:acquired)
+    expect(%w[z b y].map { |jid| acquire(jid, enqueued_at: ms) }).to eq(%i[parked parked parked])
+    expect(acquire("x", enqueued_at: ms - 1)).to eq(:parked) # an older millisecond still goes first
+
+    handed = %w[a x z b].map do |holder|
+      slots.release(tag, sub, holder, 60_000, 1)
+      holders.first
+    end
+    expect(handed).to eq(%w[x z b y])
+  end
+
   it "lets a handed-over job run without parking again, and a re-acquire is a no-op" do
     acquire("a")
     acquire("b")
@@ -89,7 +102,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       [pid, reader]
     end
     outcomes = children.flat_map { |_, r| JSON.parse(r.read) }
-    children.each { |pid, _| Process.wait(pid) }
+    children.map(&:first).each { |pid| Process.wait(pid) }
     expect(outcomes.count("acquired")).to eq(3)
     expect(holders.size).to eq(3)
     expect(parked).to eq(37)

@@ -5,6 +5,7 @@
 # scope ran at once.
 require "json"
 require "logger"
+require "active_support" # 7.x: before any of its parts (Notifications needs IsolatedExecutionState)
 require "active_support/notifications"
 require "sidekiq"
 require "sidekiq/fair_tenant"

@@ -56,6 +56,11 @@ class SentinelCluster # rubocop:disable Metrics/ClassLength -- five servers' sta
     end
   end
 
+  # redis-rb's options to reach the master through the sentinels: 4.8 takes its name as `host:`, 5.0 on as `name:`.
+  def redis_rb_options
+    { (Redis::VERSION.to_i >= 5 ? :name : :host) => master_name, sentinels: sentinels }
+  end
+
   # The port of the master the cluster started with (see #current_master_port after a failover).
   def master_port
     @first_master.port

@@ -1,7 +1,9 @@
 # frozen_string_literal: true
 
 require "rack"
-require "rack/handler/webrick"
+require "rack/session/cookie"
+# rack 3 moved its server handlers to the rackup gem.
+require Rack.release.to_i >= 3 ? "rackup/handler/webrick" : "rack/handler/webrick"
 require "securerandom"
 require "webrick"
 require "sidekiq/web"
@@ -44,7 +46,7 @@ class WebServer
   def start
     @server = WEBrick::HTTPServer.new(BindAddress: "127.0.0.1", Port: port, Logger: WEBrick::Log.new(File::NULL),
                                       AccessLog: [])
-    @server.mount("/", Rack::Handler::WEBrick, app)
+    @server.mount("/", Rack.release.to_i >= 3 ? Rackup::Handler::WEBrick : Rack::Handler::WEBrick, app)
     @thread = Thread.new { @server.start }
     self
   end

@@ -16,8 +16,14 @@ module Sidekiq
 
       UsageError = Class.new(StandardError)
 
+      # Standard output is the command's alone: whatever else writes to $stdout meanwhile (Sidekiq's logger,
+      # made on first use, and code loaded with -r) writes to standard error.
       def self.start(argv, out: $stdout, err: $stderr)
+        stdout = $stdout
+        $stdout = err
         new(out, err).run(argv.dup)
+      ensure
+        $stdout = stdout
       end
 
       def initialize(out, err)

@@ -9,28 +9,63 @@ module Sidekiq
     module SidekiqRedisSettings
       module_function
 
-      # The gem's keys for Sidekiq's Redis, read in one pass; nil when Sidekiq has none to read.
+      # The gem's keys for Sidekiq's Redis, read in one pass; nil when Sidekiq has none to read. Read once per
+      # process (and again in a forked child), and again only when Sidekiq's Redis settings change.
       def detect
-        with_connection { |conn| from_connection(conn) }
-      end
+        source = settings_source
+        cached = @cached
+        return cached[1] if cached && cached[0] == source
 
-      # Sidekiq 7+ builds its own pool once, on first use, from the settings given so far: asking
-      # for it here could fix it before the app's `config.redis = ...` runs. A throwaway pool of
-      # one client, which never connects, reads the same settings instead. 6.x rebuilds its pool
-      # on `Sidekiq.redis =`, so its own pool is fine to read.
-      def with_connection(&block)
-        if Sidekiq.respond_to?(:default_configuration)
-          pool = Sidekiq.default_configuration.new_redis_pool(1, "fair_tenant-settings")
-          begin
-            pool.with(&block)
-          ensure
-            pool.shutdown { |conn| conn.close if conn.respond_to?(:close) }
-          end
-        else
-          Sidekiq.redis_pool.with(&block)
-        end
+        settings = read
+        @cached = [source, settings.freeze]
+        settings
       rescue StandardError
         nil
+      end
+
+      # What the settings are read from: on 7.x/8.x the options given to `config.redis =` (and the
+      # REDIS_URL they fall back to), on 6.x its pool, rebuilt on `Sidekiq.redis =`.
+      def settings_source
+        return [::Process.pid, Sidekiq.redis_pool] unless sidekiq7?
+
+        options = Sidekiq.default_configuration.instance_variable_get(:@redis_config) || {}
+        [::Process.pid, options, options[:url] || options["url"] || provider_url]
+      end
+
+      def read
+        return from_redis_client(redis_client_config) if sidekiq7?
+
+        Sidekiq.redis_pool.with { |conn| from_connection(conn) }
+      end
+
+      def sidekiq7?
+        Sidekiq.respond_to?(:default_configuration)
+      end
+
+      # Sidekiq 7+ builds its own pool once, on first use, from the settings given so far (asking for it here
+      # could fix it before the app's `config.redis = ...` runs), and logs a line for every pool it builds.
+      # The client configuration Sidekiq would build its pools from, made as RedisConnection.create makes it
+      # but without a pool, a connection or a log line.
+      def redis_client_config
+        options = symbolize(Sidekiq.default_configuration.instance_variable_get(:@redis_config) || {})
+        options[:url] ||= provider_url
+        options.reject! { |key, _| POOL_OPTIONS.include?(key) }
+        Sidekiq::RedisClientAdapter.new(options).new_client.config
+      end
+
+      POOL_OPTIONS = %i[logger size pool_timeout pool_name cluster_safe].freeze
+
+      # REDIS_PROVIDER names the variable that holds the URL, else REDIS_URL (RedisConnection's rule).
+      def provider_url
+        Sidekiq::RedisConnection.send(:determine_redis_provider)
+      end
+
+      def symbolize(object)
+        case object
+        when Hash then object.to_h { |key, value| [key.to_sym, symbolize(value)] }
+        when Array then object.map { |value| symbolize(value) }
+        else object
+        end
       end
 
       def from_connection(conn)

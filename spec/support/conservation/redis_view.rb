@@ -83,7 +83,7 @@ module Conservation
     end
 
     def read_lists(conn, lists)
-      contents = conn.pipelined { |pipe| lists.each { |key, _| pipe.call("LRANGE", key, 0, -1) } }
+      contents = conn.pipelined { |pipe| lists.each { |list| pipe.call("LRANGE", list.first, 0, -1) } }
       lists.zip(contents).each do |(key, kind, base), items|
         items = items.map(&:b)
         case kind
@@ -106,7 +106,7 @@ module Conservation
     end
 
     def read_zsets(conn, zsets)
-      contents = conn.pipelined { |pipe| zsets.each { |key, _| pipe.call("ZRANGE", key, 0, -1) } }
+      contents = conn.pipelined { |pipe| zsets.each { |zset| pipe.call("ZRANGE", zset.first, 0, -1) } }
       zsets.zip(contents).each { |(key, kind), items| items.each { |job| place(job.b, kind, key) } }
     end
 
