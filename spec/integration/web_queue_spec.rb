@@ -27,7 +27,8 @@ RSpec.describe "Sidekiq Web queue page of a fair queue" do
 
   def backlog = redis.hget("#{base}state", "n").to_i
 
-  def listed = browser.all("table tr[title]").map { |tr| tr[:title] } # (8.1: the table has no class)
+  # Rows of the queue's table (Sidekiq 8.1's table has no class).
+  def listed = browser.all("table tr[title]").map { |tr| tr[:title] }
 
   # Clicks a Delete button. Sidekiq 7.3's JavaScript asks to confirm; Debian's Sidekiq 6.4 ships none.
   def delete_in(row)

@@ -17,7 +17,6 @@ module Sidekiq
       extend Held
       include IdleLook
       include Acks
-      include Running
 
       TIMEOUT = 2
       # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: beside a job served,
@@ -34,7 +33,6 @@ module Sidekiq
         @identity = identity
         @inflight_key = Native::Fair.inflight_key(@identity)
         init_acks
-        init_running
         Liveness.fetching_as(@identity)
         Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
       end
@@ -87,7 +85,7 @@ module Sidekiq
 
       def requeue_units(units)
         fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
-        finish("requeue", fair.map { |unit| ended(unit) }) unless fair.empty?
+        finish("requeue", fair.map(&:entry)) unless fair.empty?
         requeue_plain(plain.group_by(&:queue)) unless plain.empty?
       end
 
@@ -124,9 +122,7 @@ module Sidekiq
 
       def adopt?(reply) = reply.size == 1 || reply[5].to_i == 1
 
-      # The unit of work of a reply; nil for a job this process is still running (recovered after a
-      # heartbeat lapse, then fetched again here): it is not run twice, and its run's acknowledgement now
-      # drops the new entry.
+      # The unit of work of a reply (nil: jobs to adopt, nothing served).
       def unit(reply)
         return nil if reply.size == 1
 
@@ -134,7 +130,7 @@ module Sidekiq
         FairFetch.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
-        started(FairUnit.new("queue:#{queue}", job, entry, self, Running.jid_of(job)))
+        FairUnit.new("queue:#{queue}", job, entry, self)
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.

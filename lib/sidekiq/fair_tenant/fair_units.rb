@@ -24,9 +24,9 @@ module Sidekiq
 
       # A job from a fair queue: acknowledged (dropped from the in-flight list, with the next fetch) after it
       # ran, or put back at the front of its tenant.
-      FairUnit = Struct.new(:queue, :job, :entry, :fetch, :jid) do
+      FairUnit = Struct.new(:queue, :job, :entry, :fetch) do
         def acknowledge
-          fetch.acknowledged(fetch.ended(self))
+          fetch.acknowledged(entry)
         end
 
         def queue_name
@@ -34,7 +34,7 @@ module Sidekiq
         end
 
         def requeue
-          fetch.finish("requeue", [fetch.ended(self)])
+          fetch.finish("requeue", [entry])
         end
       end
 

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# rubocop:disable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity, Metrics/ModuleLength -- a model checker's case analysis, kept in one place
+# rubocop:disable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity, -- a model checker's case analysis, kept in one place
 
 require "English"
 
@@ -68,23 +68,10 @@ module Conservation
         process.fetcher.retrieve_work
       ensure
         confirm_acks(process, pending, failed: $ERROR_INFO)
-        relinked(process)
       end
       return "fetch #{process.identity}#{" (idle)" if idle}: nothing" unless unit
 
       hold(process, unit)
-    end
-
-    # A fetch that found the recovered copy of a job the process still runs hands the copy's entry to the
-    # running unit (FairFetch::Running) instead of running it twice: that unit stands for the copy now.
-    def relinked(process)
-      process.units.each do |held|
-        next unless held.entry && held.unit.entry.b != held.entry
-
-        held.entry = held.unit.entry.b
-        held.stale = false
-        @notes[:recovered_copy_not_run_twice] += 1
-      end
     end
 
     def hold(process, unit)
@@ -142,4 +129,4 @@ module Conservation
     end
   end
 end
-# rubocop:enable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity, Metrics/ModuleLength
+# rubocop:enable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity
