@@ -110,9 +110,10 @@ RSpec.describe "Caps inside fair queues" do
     c_start = wait_for("C's job") { starts("C").first }["at"]
     wait_for("61 jobs") { finished == 61 }
 
-    # The next free thread went to C: no job of A or B started between its push and its start (a job fetched
-    # just before the push may record its start just after it).
-    expect(starts.count { |e| e["scope"] != "C" && e["at"].between?(pushed + 0.2, c_start) }).to eq(0)
+    # The next free thread went to C: no job of A or B started between its push and its start. Jobs of 1 s
+    # started together finish together, so threads fetch in bursts: a job fetched just before the push, or by
+    # another thread of C's burst, may record its start up to a scheduling delay later (0.2 s and 0.3 s here).
+    expect(starts.count { |e| e["scope"] != "C" && e["at"].between?(pushed + 0.2, c_start - 0.3) }).to eq(0)
     expect(c_start - pushed).to be < 1.2 # one job length (1 s), and the fetch
 
     # While both had a backlog (A and B started together; from the 8th start to 2 s before the last start):
