@@ -10,35 +10,47 @@ module Sidekiq
       # fetch leaves its entry: the job runs again (at least once). Acknowledgements leave memory only once a
       # call that carried them returned: a failed, refused or interrupted call (a failover's READONLY, a
       # timeout, Sidekiq::Shutdown) keeps them for the next (dropping an entry twice is harmless).
+      #
+      # Pending acknowledgements belong to the in-flight list, not to a fetcher object: every fetcher of the
+      # process fetching into the same list shares them. (Sidekiq 7.x/8.x build a capsule's fetcher lazily, in
+      # whichever processor thread asks first, without a lock: at startup several threads may each build one
+      # and then all use the one memoised last; a job fetched through another must still be acknowledged.)
       module Acks
         ATTEMPTS_AT_EXIT = 3
+        Pending = Struct.new(:entries, :mutex)
         @fetchers = []
+        @pending = {}
         @mutex = Mutex.new
 
-        # Every fetcher of the process flushes its acknowledgements when the process exits.
-        def self.track(fetcher)
-          @mutex.synchronize do
-            at_exit { Acks.flush_all } if @fetchers.empty?
-            @fetchers << fetcher
+        class << self
+          # Every fetcher of the process flushes its acknowledgements when the process exits. Returns the
+          # pending acknowledgements of the fetcher's in-flight list (shared by every fetcher into it).
+          def track(fetcher)
+            @mutex.synchronize do
+              at_exit { Acks.flush_all } if @fetchers.empty?
+              @fetchers << fetcher
+              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new)
+            end
           end
-        end
 
-        # At exit, a few attempts (a failover may be under way); what still fails runs again (at least once).
-        def self.flush_all
-          @mutex.synchronize { @fetchers.dup }.each do |fetcher|
-            attempt = 0
-            begin
-              fetcher.flush_acks
-            rescue StandardError => e
-              attempt += 1
-              retry if attempt < ATTEMPTS_AT_EXIT && sleep(0.5)
-              ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not acknowledge finished jobs at exit: #{e.message}")
+          # At exit, a few attempts (a failover may be under way); what still fails runs again (at least once).
+          def flush_all
+            @mutex.synchronize { @fetchers.dup }.each do |fetcher|
+              attempt = 0
+              begin
+                fetcher.flush_acks
+              rescue StandardError => e
+                attempt += 1
+                retry if attempt < ATTEMPTS_AT_EXIT && sleep(0.5)
+                ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not acknowledge finished jobs at exit: " \
+                                      "#{e.message}")
+              end
             end
           end
         end
 
         def acknowledged(entry)
-          @acks_mutex.synchronize { @acks << entry }
+          @acks.mutex.synchronize { @acks.entries << entry }
         end
 
         def flush_acks(conn = nil)
@@ -52,13 +64,11 @@ module Sidekiq
         private
 
         def init_acks
-          @acks = []
-          @acks_mutex = Mutex.new
-          Acks.track(self)
+          @acks = Acks.track(self)
         end
 
         def pending_acks
-          @acks_mutex.synchronize { @acks.dup }
+          @acks.mutex.synchronize { @acks.entries.dup }
         end
 
         # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
@@ -67,7 +77,7 @@ module Sidekiq
 
           sent = {}.compare_by_identity # (a plain Hash would copy the String keys)
           entries.each { |entry| sent[entry] = true }
-          @acks_mutex.synchronize { @acks.reject! { |entry| sent.key?(entry) } }
+          @acks.mutex.synchronize { @acks.entries.reject! { |entry| sent.key?(entry) } }
         end
       end
     end
