@@ -17,7 +17,7 @@ module Sidekiq
       # and then all use the one memoised last; a job fetched through another must still be acknowledged.)
       module Acks
         ATTEMPTS_AT_EXIT = 3
-        Pending = Struct.new(:entries, :mutex)
+        Pending = Struct.new(:list, :mutex)
         @fetchers = []
         @pending = {}
         @mutex = Mutex.new
@@ -50,7 +50,7 @@ module Sidekiq
         end
 
         def acknowledged(entry)
-          @acks.mutex.synchronize { @acks.entries << entry }
+          @acks.mutex.synchronize { @acks.list << entry }
         end
 
         def flush_acks(conn = nil)
@@ -68,7 +68,7 @@ module Sidekiq
         end
 
         def pending_acks
-          @acks.mutex.synchronize { @acks.entries.dup }
+          @acks.mutex.synchronize { @acks.list.dup }
         end
 
         # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
@@ -77,7 +77,7 @@ module Sidekiq
 
           sent = {}.compare_by_identity # (a plain Hash would copy the String keys)
           entries.each { |entry| sent[entry] = true }
-          @acks.mutex.synchronize { @acks.entries.reject! { |entry| sent.key?(entry) } }
+          @acks.mutex.synchronize { @acks.list.reject! { |entry| sent.key?(entry) } }
         end
       end
     end
