@@ -32,6 +32,7 @@ module Sidekiq
         @capsule, @strict, @queues = FairFetch.queue_settings(capsule_or_options)
         @identity = identity
         @inflight_key = Native::Fair.inflight_key(@identity)
+        @keys = [@inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Native::Fair.recovered_key(@identity)]
         init_acks
         Liveness.fetching_as(@identity)
         Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
@@ -70,15 +71,15 @@ module Sidekiq
       def finish(mode, entries, conn = nil)
         return redis { |c| finish(mode, entries, c) } unless conn
 
-        FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY,
-                                     Recovery::SUSPECTS, "dead"],
-                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", *entries])
+        FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
+                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
+                        *entries])
       end
 
       private
 
-      # Now and then recovers dead processes' jobs. (A process registers for recovery with its first
-      # in-flight job, in the fetch script, and again whenever its list was emptied by a recovery.)
+      # Now and then recovers dead processes' jobs. (A process registers for recovery in its first fetch or
+      # acknowledgement, and again in the first after a recovery took its jobs: the scripts look each time.)
       def housekeeping(conn)
         Recovery.sweep(conn, @identity) if Recovery.due?
       end
@@ -115,7 +116,7 @@ module Sidekiq
       def fetch_once(conn, woken, pairs)
         acks = pending_acks
         argv = [woken ? "1" : "0", @identity, acks.size, *acks, *pairs]
-        reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY], argv)
+        reply = FairQueues.run(conn, "fetch", @keys, argv)
         acks_applied(acks)
         reply
       end
