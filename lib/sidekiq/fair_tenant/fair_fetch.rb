@@ -19,10 +19,11 @@ module Sidekiq
       include Acks
 
       TIMEOUT = 2
-      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: beside a job served,
-      # and (fewer, so that the first job of a large backlog starts at once) when none waits in fair order.
+      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: ADOPT_BATCH by a
+      # thread's next call after it was handed a job (the job starts first), and ADOPT_FIRST when none waits
+      # in fair order (few, so that the first job of a large backlog starts at once).
       ADOPT_BATCH = 100
-      ADOPT_FIRST = 10
+      ADOPT_FIRST = 2
 
       attr_reader :inflight_key, :identity
 
@@ -78,9 +79,11 @@ module Sidekiq
 
       private
 
-      # Now and then recovers dead processes' jobs. (A process registers for recovery in its first fetch or
-      # acknowledgement, and again in the first after a recovery took its jobs: the scripts look each time.)
+      # Adopts what the thread's last fetch left (FairFetch.adopt_left); now and then recovers dead processes'
+      # jobs. (A process registers for recovery in its first fetch or acknowledgement, and again in the first
+      # after a recovery took its jobs: the scripts look each time.)
       def housekeeping(conn)
+        FairFetch.adopt_left(conn, ADOPT_BATCH)
         Recovery.sweep(conn, @identity) if Recovery.due?
       end
 
@@ -105,9 +108,11 @@ module Sidekiq
         pairs = names.flat_map { |name| [FairQueues.fair?(name) ? FairQueues.base(name) : "", name] }
         3.times do
           reply = fetch_once(conn, woken, pairs) or return nil
-          # Jobs to adopt: first when nothing waits in fair order, else beside the job served.
-          FairQueues.adopt(conn, reply[0], reply.size == 1 ? ADOPT_FIRST : ADOPT_BATCH) if adopt?(reply)
-          work = unit(reply) and return work
+          # Jobs to adopt: a few at once when nothing waits in fair order, else more after the job served.
+          next FairQueues.adopt(conn, reply[0], ADOPT_FIRST) if reply.size == 1
+
+          FairFetch.adopt_later(reply[0]) if reply[5].to_i == 1
+          return unit(reply)
         end
         nil
       end
@@ -121,12 +126,8 @@ module Sidekiq
         reply
       end
 
-      def adopt?(reply) = reply.size == 1 || reply[5].to_i == 1
-
-      # The unit of work of a reply (nil: jobs to adopt, nothing served).
+      # The unit of work of a reply that served a job.
       def unit(reply)
-        return nil if reply.size == 1
-
         queue, tenant, job, entry, held = reply
         FairFetch.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
