@@ -147,6 +147,16 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
     end
   end
 
+  it "opens no Redis connection per request: settings are read once, through no throwaway pool" do
+    seed
+    connections = -> { redis.info("stats")["total_connections_received"].to_i }
+    3.times { browser.visit("/fair_tenant?class=ThrottledJob") } # the pools hold what a page uses
+    before = connections.call
+    5.times { browser.visit("/fair_tenant?class=ThrottledJob") }
+    expect(browser).to have_css("#fair-tenant-tenants")
+    expect(connections.call - before).to eq(0)
+  end
+
   it "rejects a POST without Sidekiq's CSRF token" do
     response = Net::HTTP.post_form(URI("#{@server.url}/fair_tenant/limits"), "tenant" => "acme", "limit" => "1")
     expect(response.code).to eq("403")
