@@ -21,8 +21,8 @@ RSpec.describe "Conservation of jobs in fair queues" do
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery.instance_variable_set(:@next, 0.0)
-    Sidekiq::FairTenant::FairFetch::IdleLook.instance_variable_set(:@look_at, 0.0)
+    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairFetch::IdleLook::PACE.now!
     Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = nil
   end
 
@@ -47,11 +47,11 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
   before do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
-    recovery.instance_variable_set(:@next, Float::INFINITY) # sweeps only where the example calls them
+    recovery::PACE.never! # sweeps only where the example calls them
   end
 
   after do
-    recovery.instance_variable_set(:@next, 0.0)
+    recovery::PACE.now!
     redis.config(:set, "min-replicas-to-write", "0")
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end

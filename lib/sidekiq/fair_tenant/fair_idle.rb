@@ -10,24 +10,12 @@ module Sidekiq
       module IdleLook
         KEY = :sidekiq_fair_tenant_idle
         INTERVAL = 1.0
-
-        @look_at = 0.0
-        @mutex = Mutex.new
-
-        def self.due?
-          now = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
-          @mutex.synchronize do
-            return false if now < @look_at
-
-            @look_at = now + INTERVAL
-          end
-          true
-        end
+        PACE = Interval.new(INTERVAL)
 
         private
 
         def look_first?
-          !Thread.current[KEY] || IdleLook.due?
+          !Thread.current[KEY] || PACE.due?
         end
 
         def idle!(timed_out)

@@ -9,8 +9,8 @@ module Sidekiq
       module Liveness
         EVERY = 4
 
+        PACE = Interval.new(EVERY)
         @identity = nil
-        @next = 0.0
 
         class << self
           # The process named `identity` lives: a later absence of its heartbeat key starts a suspicion anew.
@@ -20,16 +20,13 @@ module Sidekiq
 
           def beat(now)
             identity = @identity or return
-            return if now < @next
-
-            @next = now + EVERY
-            alive(identity)
+            alive(identity) if PACE.due?(now)
           end
 
           # Called by a FairFetch: this process fetches as `identity`.
           def fetching_as(identity)
             @identity = identity
-            @next = 0.0
+            PACE.now!
           end
         end
       end

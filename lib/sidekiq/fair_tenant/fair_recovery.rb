@@ -26,20 +26,11 @@ module Sidekiq
         LOCK = Native::Fair.recovery_lock_key.freeze
         KEEP = Native::Fair::RECOVERED_KEEP_SECONDS
 
-        @next = 0.0
-        @mutex = Mutex.new
+        PACE = Interval.new(INTERVAL)
 
         class << self
           # True once per INTERVAL per process (sooner while a process is suspected): this caller looks.
-          def due?
-            now = monotonic
-            @mutex.synchronize do
-              return false if now < @next
-
-              @next = now + INTERVAL
-            end
-            true
-          end
+          def due? = PACE.due?
 
           # Recovers the in-flight jobs of every registered process (but `own_identity`) found dead. Returns
           # {recovered:, processes:, suspected:} (recovered: jobs put back or sent to the dead set;
@@ -81,7 +72,7 @@ module Sidekiq
             suspects = conn.call("HGETALL", SUSPECTS)
             suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array) # RESP2 on redis-rb's raw call
             identities.each { |identity| judge(conn, identity, suspects[identity], now, result) }
-            look_again_in(LAPSE) if result[:suspected].positive?
+            PACE.within(LAPSE) if result[:suspected].positive?
             result
           end
 
@@ -116,17 +107,10 @@ module Sidekiq
             [raw, FairQueues.fair?(queue) ? "fair" : "plain", Interruptions.with_count(job, count)]
           end
 
-          def look_again_in(seconds)
-            at = monotonic + seconds
-            @mutex.synchronize { @next = at if at < @next }
-          end
-
           def server_time(conn)
             seconds, micros = conn.call("TIME")
             seconds.to_i + (micros.to_i / 1_000_000.0)
           end
-
-          def monotonic = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
 
           def log(identity, count)
             ::Sidekiq.logger.warn("[sidekiq-fair_tenant] took #{count} in-flight job(s) of #{identity} back " \

@@ -7,22 +7,19 @@ module Sidekiq
     class RateLimitedLog
       def initialize(interval: 60)
         @interval = interval
-        @last = {}
+        @paces = {}
         @suppressed = Hash.new(0)
         @mutex = Mutex.new
       end
 
       # Yields the message only when it will be logged.
       def warn(key, logger)
-        now = ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
         suppressed = @mutex.synchronize do
-          last = @last[key]
-          if last && now - last < @interval
+          @paces.shift if @paces.size >= 1_000 && !@paces.key?(key)
+          unless (@paces[key] ||= Interval.new(@interval)).due?
             @suppressed[key] += 1
             return false
           end
-          @last.shift if @last.size >= 1_000 && !@last.key?(key)
-          @last[key] = now
           @suppressed.delete(key) || 0
         end
         message = yield
@@ -33,7 +30,7 @@ module Sidekiq
 
       def reset
         @mutex.synchronize do
-          @last.clear
+          @paces.clear
           @suppressed.clear
         end
       end

@@ -8,6 +8,8 @@ module Sidekiq
     # jobs are never stranded when no job of their scope runs any more.
     module Slots
       TICK = 0.5
+      RENEW = Interval.new(TICK)
+      SWEEP = Interval.new(TICK)
 
       @running = {}
       @mutex = Mutex.new
@@ -56,9 +58,9 @@ module Sidekiq
 
         # One heartbeat: renew the leases due, sweep when due, and tell fair-queue recovery this process lives.
         # Public for specs and `bin/bench`.
-        def beat(now = monotonic)
-          renew if now >= (@next_renew ||= 0)
-          sweep if now >= (@next_sweep ||= 0)
+        def beat(now = Interval.now)
+          renew if RENEW.due?(now, every: renew_every)
+          sweep if SWEEP.due?(now, every: FairTenant.config.sweep_interval)
           FairFetch::Liveness.beat(now)
         end
 
@@ -74,23 +76,22 @@ module Sidekiq
           end
         end
 
+        # A third of the shortest lease running here (3 s when none runs), at least a TICK.
+        def renew_every
+          shortest = running_slots.map(&:lease_ms).min || 3_000
+          [shortest / 3000.0, TICK].max
+        end
+
         def renew
           slots = running_slots
-          shortest = slots.map(&:lease_ms).min || 3_000
-          @next_renew = monotonic + [shortest / 3000.0, TICK].max
           return if slots.empty?
 
           FairTenant.slots_native.slots.renew(slots.map { |s| [s.tag, s.sub, s.jid, s.lease_ms] })
         end
 
         def sweep
-          @next_sweep = monotonic + FairTenant.config.sweep_interval
           handed, reclaimed = FairTenant.slots_native.slots.sweep_details(FairTenant.config.sweep_batch)
           Instrumentation.instrument(:lease_reclaimed, count: reclaimed, handed: handed) if reclaimed.positive?
-        end
-
-        def monotonic
-          ::Process.clock_gettime(::Process::CLOCK_MONOTONIC)
         end
       end
     end

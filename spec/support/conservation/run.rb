@@ -92,8 +92,8 @@ module Conservation
 
     # Recovery sweeps and idle looks happen when the steps say, not on the wall clock.
     def timers_off
-      Sidekiq::FairTenant::FairFetch::Recovery.instance_variable_set(:@next, Float::INFINITY)
-      Sidekiq::FairTenant::FairFetch::IdleLook.instance_variable_set(:@look_at, Float::INFINITY)
+      Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+      Sidekiq::FairTenant::FairFetch::IdleLook::PACE.never!
     end
 
     def record(kind, *args, **options)
