@@ -18,7 +18,7 @@ Dir.chdir(File.expand_path("..", __dir__)) do
 end
 
 # `rake compile` and `rake native gem` (the platform gem) both put the library in a directory per Ruby minor
-# version, where lib/sidekiq/fair_tenant/native.rb looks first.
+# version, where lib/sidekiq/fair_tenant/native_loader.rb looks first.
 NativeGemExtensionTask.new("fair_tenant_rs", gemspec) do |ext|
   ext.ext_dir = "ext/fair_tenant_rs"
   ext.lib_dir = lib_dir

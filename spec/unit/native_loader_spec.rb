@@ -5,7 +5,7 @@ require "open3"
 require "spec_helper"
 require "tmpdir"
 
-# lib/sidekiq/fair_tenant/native.rb run in a subprocess against a fake lib tree: which extension it loads, and
+# lib/sidekiq/fair_tenant/native_loader.rb run in a subprocess against a fake lib tree: which extension it loads, and
 # the error it raises when the tree only carries binaries for other Ruby versions (9.9 stands in for a Ruby
 # this machine does not have).
 RSpec.describe Sidekiq::FairTenant::NativeLoader do
@@ -22,7 +22,7 @@ RSpec.describe Sidekiq::FairTenant::NativeLoader do
   def fake_tree(versions, real: [])
     dir = File.join(fake_lib, "sidekiq/fair_tenant")
     FileUtils.mkdir_p(dir)
-    FileUtils.cp(%w[native.rb errors.rb].map { |file| File.join(lib, "sidekiq/fair_tenant", file) }, dir)
+    FileUtils.cp(%w[native_loader.rb errors.rb].map { |file| File.join(lib, "sidekiq/fair_tenant", file) }, dir)
     versions.each do |version|
       FileUtils.mkdir_p(File.join(dir, version))
       target = File.join(dir, version, described_class::FILE)
@@ -30,12 +30,12 @@ RSpec.describe Sidekiq::FairTenant::NativeLoader do
     end
   end
 
-  # Runs native.rb with nothing but the given directories on the load path: no RubyGems, no Bundler, so the
+  # Runs native_loader.rb with nothing but the given directories on the load path: no RubyGems, no Bundler, so the
   # gem's own lib/ cannot be found by accident.
   def load_native(*load_path)
     script = <<~'RUBY'
       begin
-        require "sidekiq/fair_tenant/native"
+        require "sidekiq/fair_tenant/native_loader"
         puts "loaded #{$LOADED_FEATURES.grep(/fair_tenant_rs/).join(",")}"
         puts "gem_version #{Sidekiq::FairTenant::Native.build_info[:gem_version]}"
       rescue Sidekiq::FairTenant::Error => e

@@ -3,9 +3,9 @@
 require "json"
 require "optparse"
 require "sidekiq/fair_tenant"
-require "sidekiq/fair_tenant/cli_format"
-require "sidekiq/fair_tenant/cli_limits"
-require "sidekiq/fair_tenant/cli_weights"
+require "sidekiq/fair_tenant/cli/cli_format"
+require "sidekiq/fair_tenant/cli/cli_limits"
+require "sidekiq/fair_tenant/cli/cli_weights"
 
 module Sidekiq
   module FairTenant

@@ -22,5 +22,8 @@ module Sidekiq
 
     # The reason a payload in a fair queue went to the dead set: it is not a job (not a JSON object).
     class NotAJob < Error; end
+
+    # No compiled extension for the running Ruby: a platform gem built for other Ruby versions.
+    class MissingExtensionError < Error; end
   end
 end

@@ -14,7 +14,7 @@ module Sidekiq
     # queues' wake-up lists and the plain queues) for up to TIMEOUT seconds, as BasicFetch does.
     class FairFetch
       extend Setup
-      extend Held
+      extend Adoption
       include IdleLook
       include Acks
 
@@ -44,7 +44,7 @@ module Sidekiq
       end
 
       def retrieve_work
-        FairFetch.held!(nil)
+        HeldSlot.held!(nil)
         names = queue_order
         if names.empty?
           sleep(TIMEOUT)
@@ -129,7 +129,7 @@ module Sidekiq
       # The unit of work of a reply that served a job.
       def unit(reply)
         queue, tenant, job, entry, held = reply
-        FairFetch.held!(held)
+        HeldSlot.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
         FairUnit.new("queue:#{queue}", job, entry, self)

@@ -16,7 +16,7 @@ module Sidekiq
     # is handed to the oldest parked job, which goes back to the front of its queue holding it.
     # Redis trouble at acquire time runs the job anyway (one warning); release never raises.
     #
-    # On a fair queue the fetcher took the slot with the job (FairFetch.held?): the job runs, its lease is
+    # On a fair queue the fetcher took the slot with the job (HeldSlot): the job runs, its lease is
     # renewed while it runs, and the slot is given back with its acknowledgement (no call here).
     class ServerMiddleware
       include ::Sidekiq::ServerMiddleware if defined?(::Sidekiq::ServerMiddleware)
@@ -26,7 +26,7 @@ module Sidekiq
       def call(worker, job, _queue, &block)
         raw = job["fair_tenant_concurrency"]
         return yield if raw.nil?
-        return run(fair_slot(job), give_back: false, &block) if FairFetch.held?(job)
+        return run(fair_slot(job), give_back: false, &block) if HeldSlot.held?(job)
 
         slot = slot_for(worker, job)
         return yield unless slot

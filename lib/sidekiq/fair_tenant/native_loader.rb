@@ -5,9 +5,6 @@ require_relative "errors"
 
 module Sidekiq
   module FairTenant
-    # No compiled extension for the running Ruby: a platform gem built for other Ruby versions.
-    class MissingExtensionError < Error; end
-
     # Loads the Rust extension, which defines Sidekiq::FairTenant::Native.
     module NativeLoader
       FILE = "fair_tenant_rs.#{RbConfig::CONFIG["DLEXT"]}".freeze

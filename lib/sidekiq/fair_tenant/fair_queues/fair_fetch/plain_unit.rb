@@ -1,0 +1,20 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # A job from a queue that is not fair, as BasicFetch hands it out.
+      PlainUnit = Struct.new(:queue, :job, :fetch) do
+        def acknowledge; end
+
+        def queue_name
+          queue.delete_prefix("queue:")
+        end
+
+        def requeue
+          fetch.redis { |conn| conn.call("RPUSH", queue, job) }
+        end
+      end
+    end
+  end
+end
