@@ -251,6 +251,24 @@ RSpec.describe "Fair queues through faults" do
         expect(redis.hget("#{base}state", "n").to_i).to eq(1)
       end
 
+      it "holds a taken-back job's concurrency slot again, as the job runs" do
+        tag, sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "fair")
+        holders = "sidekiq-fair_tenant:slots:#{tag.bytesize}:#{tag}:#{sub}:holders"
+        2.times { |i| CappedFairJob.perform_async("acme", i, 0) }
+        running = stalled.retrieve_work
+        Sidekiq::FairTenant::FairFetch::Liveness.fetching_as(nil)
+        redis.hset(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key, stalled.identity,
+                   (Time.now.to_f - 60).to_s)
+        expect(sweep).to include(recovered: 1)
+        expect(redis.zcard(holders)).to eq(0) # given back with the recovery
+
+        expect(JSON.parse(stalled.retrieve_work.job)["args"][1]).to eq(1) # the next job, not the copy
+        expect(redis.zrange(holders, 0, -1)).to contain_exactly(JSON.parse(running.job)["jid"], anything)
+        running.acknowledge
+        stalled.flush_acks
+        expect(redis.zcard(holders)).to eq(1)
+      end
+
       it "leaves a copy another process took to it (at least once), and an acknowledgement leaves nothing behind" do
         running = stall_and_recover
         other = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "other-host:1:o")

@@ -423,7 +423,8 @@ end
 -- registers again before it fetches or acknowledges anything. The copies of its recovered jobs still
 -- waiting go back into its in-flight list as they were (it is still running those jobs, or finished them
 -- and its acknowledgement follows), so it does not fetch them again, and nobody runs them after it
--- finished them. A copy already taken by another process runs there too (at least once).
+-- finished them. A job with a concurrency slot holds it again (it runs). A copy already taken by another
+-- process runs there too (at least once).
 local function ensure_registered(identity, inflight, registry, recovered, weights)
   if redis.call('SISMEMBER', registry, identity) == 1 then return end
   redis.call('SADD', registry, identity)
@@ -433,6 +434,11 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
     local queue, tenant, job = parse_entry(copies[i + 1])
     if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job) then
       redis.call('RPUSH', inflight, copies[i]) -- at the tail, with the oldest in flight
+      local slot = slot_of(job)
+      if slot then
+        if redis.call('ZCARD', slot.holders) == 0 then register(slot) end
+        redis.call('ZADD', slot.holders, now_ms() + slot.lease, slot.jid)
+      end
     end
   end
   redis.call('DEL', recovered)
