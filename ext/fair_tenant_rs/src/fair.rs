@@ -240,7 +240,7 @@ pub struct Sfq {
     pub(crate) ready: BTreeMap<Place, String>,
     pub(crate) backlog: HashMap<String, std::collections::VecDeque<u64>>,
     /// Finish tags of tenants that went idle.
-    finish: HashMap<String, f64>,
+    pub(crate) finish: HashMap<String, f64>,
     weights: HashMap<String, f64>,
     pub(crate) paused: Vec<String>,
 }

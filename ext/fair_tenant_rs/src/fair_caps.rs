@@ -69,32 +69,34 @@ impl Slot {
 /// Where a backlogged tenant is. The order of `Capped` before `Over` is that of the Lua's waiting entries
 /// ("c…" before "o…" at an equal start tag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Tier {
+pub(crate) enum Tier {
     Ready,
     Capped,
     Over,
 }
 
 /// A waiting entry: start tag, where the tenant waits (`Capped` or `Over`), its activation.
-type Wait = (Tag, Tier, u64);
+pub(crate) type Wait = (Tag, Tier, u64);
 
 /// [`Sfq`] with concurrency caps: what `lua/fair_caps.lua` does, without Redis or time.
 #[derive(Debug, Default)]
 pub struct CappedSfq {
-    sfq: Sfq,
+    pub(crate) sfq: Sfq,
     /// Tenants out of the rotation behind a static cap (or a limit of 0), in their place.
-    capped: BTreeMap<Place, String>,
+    pub(crate) capped: BTreeMap<Place, String>,
     /// Tenants at or past an elastic cap, served only while `ready` is empty.
-    over: BTreeMap<Place, String>,
+    pub(crate) over: BTreeMap<Place, String>,
     slots: HashMap<u64, Slot>,
-    holders: HashMap<String, BTreeSet<u64>>,
+    pub(crate) holders: HashMap<String, BTreeSet<u64>>,
     /// Per scope, the tenants waiting on it.
-    waiting: HashMap<String, BTreeMap<Wait, String>>,
+    pub(crate) waiting: HashMap<String, BTreeMap<Wait, String>>,
     /// Per tenant in `capped` or `over`: the scope it waits on and its entry there.
     waits: HashMap<String, (String, Wait)>,
     /// Jobs served and not yet finished or requeued, and their tenants.
     inflight: HashMap<u64, String>,
     limits: HashMap<String, usize>,
+    /// Per scope, the limit its jobs carry (what a deleted runtime limit falls back to).
+    defaults: HashMap<String, usize>,
 }
 
 impl CappedSfq {
@@ -110,6 +112,7 @@ impl CappedSfq {
     /// A job (an id, unique) to the back of the tenant's backlog, with the slot it takes, if any.
     pub fn push(&mut self, tenant: &str, job: u64, slot: Option<Slot>) {
         if let Some(slot) = slot {
+            self.defaults.insert(slot.scope.clone(), slot.limit);
             self.slots.insert(job, slot);
         }
         self.sfq.push(tenant, job);
@@ -187,6 +190,54 @@ impl CappedSfq {
     pub fn set_limit(&mut self, scope: &str, limit: usize) {
         self.limits.insert(scope.to_string(), limit);
         self.wake(scope, limit);
+    }
+
+    /// The scope's runtime limit deleted: its jobs' own applies again (waking tenants if it is higher).
+    pub fn clear_limit(&mut self, scope: &str) {
+        self.limits.remove(scope);
+        if let Some(&limit) = self.defaults.get(scope) {
+            self.wake(scope, limit);
+        }
+    }
+
+    /// A waiting job taken back in flight by the process a recovery took it from (it had only stalled,
+    /// and is still running it): out of its tenant's backlog as [`CappedSfq::delete`], in flight again
+    /// without a slot (its slot went with the recovery). Returns whether it was still waiting.
+    pub fn reclaim(&mut self, job: u64) -> bool {
+        let Some(tenant) = self
+            .sfq
+            .backlog
+            .iter()
+            .find(|(_, l)| l.contains(&job))
+            .map(|(t, _)| t.clone())
+        else {
+            return false;
+        };
+        let slot = self.slots.get(&job).cloned();
+        self.delete(job);
+        if let Some(slot) = slot {
+            self.slots.insert(job, slot);
+        }
+        self.inflight.insert(job, tenant);
+        true
+    }
+
+    /// The tenant of a job in flight.
+    pub fn inflight_tenant(&self, job: u64) -> Option<&str> {
+        self.inflight.get(&job).map(String::as_str)
+    }
+
+    /// The slot a job takes when served, if any.
+    pub fn slot_of(&self, job: u64) -> Option<&Slot> {
+        self.slots.get(&job)
+    }
+
+    /// Whether the job holds its slot.
+    pub fn holds(&self, job: u64) -> bool {
+        self.slots
+            .get(&job)
+            .and_then(|s| self.holders.get(&s.scope))
+            .is_some_and(|h| h.contains(&job))
     }
 
     /// Jobs holding a slot of the scope.

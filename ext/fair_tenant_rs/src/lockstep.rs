@@ -1,0 +1,825 @@
+//! The fair-queue serving rule in lockstep: random sequences of operations run through the scripts that
+//! run in production (`fair_push`, `fair_fetch`, `fair_ack`, `fair_weight`, `set_limit` on a redis-server
+//! of its own) and through the model ([`CappedSfq`]); after every step the job served, every tenant's place
+//! (ready, capped, over, paused, idle finish tags, with start tags and activations), backlogs, slot
+//! holders and waiters must be the same.
+//!
+//! `LOCKSTEP_SEQUENCES` (default 300), `LOCKSTEP_STEPS` (ops per sequence, default 60) and `LOCKSTEP_SEED`
+//! (default: from the clock) choose the run; a failure prints the seed and the shortest failing sequence
+//! found by removing operations while it still fails.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use redis::{Connection, Script, Value};
+
+use crate::fair::{self, Tag};
+use crate::fair_caps::{CappedSfq, Slot, Tier};
+use crate::slots;
+
+const QUEUE: &str = "fq";
+const LEASE_MS: u64 = 3_600_000;
+const PROCESSES: usize = 3;
+
+/// A redis-server of the test's own on a free loopback port, stopped (by its pid) when dropped.
+struct Server {
+    child: Child,
+    port: u16,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .args(["--appendonly", "no", "--daemonize", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("redis-server on the PATH");
+        Server { child, port }
+    }
+
+    fn connect(&self) -> Connection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match client.get_connection() {
+                Ok(c) => return c,
+                Err(e) if Instant::now() > deadline => panic!("redis-server did not start: {e}"),
+                Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A small deterministic generator (SplitMix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// A concurrency scope of the sequence: its Redis tag and sub, its jobs' limit, static or elastic.
+#[derive(Debug, Clone)]
+struct ScopeDef {
+    tag: String,
+    sub: String,
+    limit: usize,
+    elastic: bool,
+}
+
+impl ScopeDef {
+    fn name(&self) -> String {
+        format!("{} {}", self.tag, self.sub)
+    }
+}
+
+/// The tenants and scopes of one sequence: each tenant has its own scope, and two custom keys are
+/// shared by every tenant (one static, one elastic).
+#[derive(Debug, Clone)]
+struct World {
+    tenants: Vec<String>,
+    scopes: Vec<ScopeDef>,
+}
+
+impl World {
+    fn random(rng: &mut Rng) -> World {
+        let tenants: Vec<String> = ["a", "b", "c", "d", "e"][..2 + rng.below(4)]
+            .iter()
+            .map(|t| t.to_string())
+            .collect();
+        let mut scopes: Vec<ScopeDef> = tenants
+            .iter()
+            .map(|t| ScopeDef {
+                tag: format!("t:{t}"),
+                sub: format!("q:{QUEUE}"),
+                limit: 1 + rng.below(3),
+                elastic: rng.chance(50),
+            })
+            .collect();
+        for (key, elastic) in [("s1", false), ("s2", true)] {
+            scopes.push(ScopeDef {
+                tag: format!("k:{key}"),
+                sub: "k".into(),
+                limit: 1 + rng.below(2),
+                elastic,
+            });
+        }
+        World { tenants, scopes }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// One push call: (tenant, scope or none) per job.
+    Push(Vec<(usize, Option<usize>)>),
+    /// A fetch by a process, its in-flight jobs at these positions acknowledged in the same call.
+    Fetch(usize, Vec<usize>),
+    Ack(usize, Vec<usize>),
+    Requeue(usize, Vec<usize>),
+    /// A process taken for dead: its in-flight jobs back to their tenants, those at these positions to
+    /// the dead set. `stalled`: it was alive, and its next call takes back the copies still waiting.
+    Recover {
+        process: usize,
+        dead: Vec<usize>,
+        stalled: bool,
+    },
+    /// A tenant's weight (None: deleted, back to 1).
+    Weight(usize, Option<f64>),
+    /// A runtime limit for a scope (None: deleted).
+    Limit(usize, Option<usize>),
+}
+
+fn random_op(rng: &mut Rng, world: &World) -> Op {
+    let tenants = world.tenants.len();
+    let picks = |rng: &mut Rng| (0..rng.below(3)).map(|_| rng.below(8)).collect::<Vec<_>>();
+    match rng.below(100) {
+        0..=29 => Op::Push(
+            (0..1 + rng.below(3))
+                .map(|_| {
+                    let tenant = rng.below(tenants);
+                    let scope = match rng.below(5) {
+                        0 => None,
+                        1 => Some(tenants),
+                        2 => Some(tenants + 1),
+                        _ => Some(tenant),
+                    };
+                    (tenant, scope)
+                })
+                .collect(),
+        ),
+        30..=59 => Op::Fetch(rng.below(PROCESSES), picks(rng)),
+        60..=71 => Op::Ack(rng.below(PROCESSES), vec![rng.below(8)]),
+        72..=79 => Op::Requeue(rng.below(PROCESSES), vec![rng.below(8)]),
+        80..=85 => Op::Recover {
+            process: rng.below(PROCESSES),
+            dead: if rng.chance(30) {
+                vec![rng.below(4)]
+            } else {
+                vec![]
+            },
+            stalled: rng.chance(50),
+        },
+        86..=92 => {
+            let w = [
+                None,
+                Some(0.0),
+                Some(0.0),
+                Some(0.5),
+                Some(1.0),
+                Some(2.0),
+                Some(3.0),
+            ];
+            Op::Weight(rng.below(tenants), w[rng.below(w.len())])
+        }
+        _ => {
+            let limit = [None, Some(0), Some(1), Some(2), Some(3)];
+            Op::Limit(rng.below(world.scopes.len()), limit[rng.below(limit.len())])
+        }
+    }
+}
+
+/// One process as the driver sees it: its identity (a new one after a crash) and its in-flight list in
+/// Redis order (head first: the newest), each entry with the model's job id.
+#[derive(Debug, Default)]
+struct Process {
+    generation: u32,
+    inflight: Vec<(String, u64)>,
+    /// Copies a recovery made while the process only stalled: taken back by its next call.
+    recovered: Vec<u64>,
+}
+
+/// A tenant waiting on a scope: where ('c'apped, 'o'ver), start tag, activation, tenant.
+type Waiter = (char, f64, u64, String);
+
+/// What both sides hold, in the same shape. Tags are compared exactly.
+#[derive(Debug, PartialEq)]
+struct View {
+    v: f64,
+    waiting_jobs: i64,
+    ready: Vec<(String, f64, u64)>,
+    capped: Vec<(String, f64, u64)>,
+    over: Vec<(String, f64, u64)>,
+    idle: Vec<(String, f64)>,
+    paused: Vec<String>,
+    backlogs: Vec<(String, Vec<u64>)>,
+    holders: Vec<(String, Vec<u64>)>,
+    waiters: Vec<(String, Vec<Waiter>)>,
+    /// Per process, its in-flight jobs (as a set: copies taken back come in a hash's order).
+    inflight: Vec<Vec<u64>>,
+}
+
+struct Lockstep<'a> {
+    con: &'a mut Connection,
+    world: &'a World,
+    model: CappedSfq,
+    processes: Vec<Process>,
+    next_jid: u64,
+    push: Script,
+    fetch: Script,
+    ack: Script,
+    weight: Script,
+}
+
+fn script(name: &str) -> Script {
+    Script::new(fair::script(name).unwrap().source)
+}
+
+fn jid_of(job: &[u8]) -> u64 {
+    let job: serde_json::Value = serde_json::from_slice(job).expect("a job is JSON");
+    job["jid"].as_str().unwrap().parse().unwrap()
+}
+
+fn text(v: &Value) -> Option<String> {
+    match v {
+        Value::BulkString(b) => Some(String::from_utf8(b.clone()).unwrap()),
+        Value::SimpleString(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// A sorted set's members and scores, in its order.
+fn zrange(con: &mut Connection, key: &str) -> Vec<(String, f64)> {
+    redis::cmd("ZRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .unwrap()
+}
+
+/// "<16 hex digits of activation><tenant>" members of ready, capped and over.
+fn places(raw: Vec<(String, f64)>) -> Vec<(String, f64, u64)> {
+    raw.into_iter()
+        .map(|(m, tag)| {
+            (
+                m[16..].to_string(),
+                tag,
+                u64::from_str_radix(&m[..16], 16).unwrap(),
+            )
+        })
+        .collect()
+}
+
+impl<'a> Lockstep<'a> {
+    fn new(con: &'a mut Connection, world: &'a World) -> Lockstep<'a> {
+        let _: () = redis::cmd("FLUSHALL").query(con).unwrap();
+        Lockstep {
+            con,
+            world,
+            model: CappedSfq::new(),
+            processes: (0..PROCESSES).map(|_| Process::default()).collect(),
+            next_jid: 1,
+            push: script("push"),
+            fetch: script("fetch"),
+            ack: script("ack"),
+            weight: script("weight"),
+        }
+    }
+
+    fn identity(&self, p: usize) -> String {
+        format!("host:{p}:{}", self.processes[p].generation)
+    }
+
+    /// The in-flight entries at `picks` (positions modulo the list's length, each once).
+    fn picked(&self, p: usize, picks: &[usize]) -> Vec<(String, u64)> {
+        let list = &self.processes[p].inflight;
+        let mut chosen: Vec<(String, u64)> = Vec::new();
+        for &i in picks {
+            if list.is_empty() {
+                break;
+            }
+            let e = &list[i % list.len()];
+            if !chosen.contains(e) {
+                chosen.push(e.clone());
+            }
+        }
+        chosen
+    }
+
+    fn forget_inflight(&mut self, p: usize, entries: &[(String, u64)]) {
+        self.processes[p].inflight.retain(|e| !entries.contains(e));
+    }
+
+    /// A stalled process's next call: the copies still waiting back in flight, at the tail.
+    fn comes_back(&mut self, p: usize) {
+        for job in std::mem::take(&mut self.processes[p].recovered) {
+            if self.model.reclaim(job) {
+                let tenant = self.model_tenant_of_inflight(job);
+                let entry = self.entry_for(&tenant, job);
+                self.processes[p].inflight.push((entry, job));
+            }
+        }
+    }
+
+    fn model_tenant_of_inflight(&self, job: u64) -> String {
+        self.model
+            .inflight_tenant(job)
+            .expect("reclaimed")
+            .to_string()
+    }
+
+    fn job_json(&self, tenant: &str, jid: u64, scope: Option<usize>) -> String {
+        let slot = scope.map(|s| {
+            let d = &self.world.scopes[s];
+            format!(
+                r#","fair_tenant_slot":["{}","{}",{},{LEASE_MS},{}]"#,
+                d.tag, d.sub, d.limit, d.elastic as u8
+            )
+        });
+        format!(
+            r#"{{"class":"Job","queue":"{QUEUE}","jid":"{jid}","args":["{tenant}"],"enqueued_at":1700000000.5{}}}"#,
+            slot.unwrap_or_default()
+        )
+    }
+
+    /// The payloads of the jobs pushed, by id (the driver keeps them to rebuild in-flight entries).
+    fn entry_for(&self, tenant: &str, job: u64) -> String {
+        let json = self.job_json(tenant, job, self.scope_of(job));
+        fair::Entry {
+            queue: QUEUE.into(),
+            tenant: tenant.into(),
+            job: json,
+        }
+        .encode()
+    }
+
+    fn scope_of(&self, job: u64) -> Option<usize> {
+        let slot = self.model.slot_of(job)?;
+        self.world
+            .scopes
+            .iter()
+            .position(|s| s.name() == slot.scope)
+    }
+
+    /// Runs one operation on both sides; Err: how they differ.
+    fn step(&mut self, op: &Op) -> Result<(), String> {
+        let base = fair::base(QUEUE);
+        match op {
+            Op::Push(jobs) => {
+                let mut inv = self.push.prepare_invoke();
+                inv.key("queues")
+                    .key(fair::weights_key())
+                    .arg(&base)
+                    .arg(QUEUE)
+                    .arg(fair::TOKEN_CAP)
+                    .arg("1700000000.5");
+                for &(t, scope) in jobs {
+                    let tenant = self.world.tenants[t].clone();
+                    let jid = self.next_jid;
+                    self.next_jid += 1;
+                    inv.arg(&tenant).arg(self.job_json(&tenant, jid, scope));
+                    let slot = scope.map(|s| {
+                        let d = &self.world.scopes[s];
+                        Slot {
+                            scope: d.name(),
+                            limit: d.limit,
+                            elastic: d.elastic,
+                        }
+                    });
+                    self.model.push(&tenant, jid, slot);
+                }
+                let _: i64 = inv.invoke(self.con).unwrap();
+            }
+            Op::Fetch(p, picks) => {
+                let p = *p;
+                self.comes_back(p);
+                let acks = self.picked(p, picks);
+                let identity = self.identity(p);
+                let mut inv = self.fetch.prepare_invoke();
+                inv.key(fair::inflight_key(&identity))
+                    .key(fair::weights_key())
+                    .key(fair::registry_key())
+                    .key(fair::recovered_key(&identity))
+                    .arg("0")
+                    .arg(&identity)
+                    .arg(acks.len());
+                for (entry, _) in &acks {
+                    inv.arg(entry);
+                }
+                inv.arg(&base).arg(QUEUE);
+                let reply: Value = inv.invoke(self.con).unwrap();
+                for (_, job) in &acks {
+                    self.model.finish(*job);
+                }
+                self.forget_inflight(p, &acks);
+                let lua = match reply {
+                    Value::Array(items) if items.len() == 6 => {
+                        let tenant = text(&items[1]).unwrap();
+                        let job = match &items[2] {
+                            Value::BulkString(b) => jid_of(b),
+                            other => panic!("a job: {other:?}"),
+                        };
+                        let entry = text(&items[3]).unwrap();
+                        let held = text(&items[4]).unwrap();
+                        Some((tenant, job, entry, held))
+                    }
+                    Value::Nil => None,
+                    other => return Err(format!("fetch replied {other:?}")),
+                };
+                let model = self.model.pop();
+                let lua_served = lua.as_ref().map(|(t, j, _, _)| (t.clone(), *j));
+                if lua_served != model {
+                    return Err(format!("served: lua {lua_served:?}, model {model:?}"));
+                }
+                if let Some((tenant, job, entry, held)) = lua {
+                    let holds = self.model.holds(job).then(|| job.to_string());
+                    if (!held.is_empty()).then_some(held.clone()) != holds {
+                        return Err(format!("slot taken by {tenant}'s job {job}: lua {held:?}"));
+                    }
+                    self.processes[p].inflight.insert(0, (entry, job));
+                }
+            }
+            Op::Ack(p, picks) | Op::Requeue(p, picks) => {
+                let p = *p;
+                self.comes_back(p);
+                let entries = self.picked(p, picks);
+                let mode = if matches!(op, Op::Ack(..)) {
+                    "ack"
+                } else {
+                    "requeue"
+                };
+                let found = self.finish_call(p, mode, &entries, &[]);
+                if found != entries.len() as i64 {
+                    return Err(format!("{mode}: lua found {found} of {}", entries.len()));
+                }
+                for (_, job) in &entries {
+                    if mode == "ack" {
+                        self.model.finish(*job);
+                    } else {
+                        self.model.requeue(*job);
+                    }
+                }
+                self.forget_inflight(p, &entries);
+            }
+            Op::Recover {
+                process,
+                dead,
+                stalled,
+            } => {
+                let p = *process; // recovered by another process: this one's pending copies stay pending
+                let entries = self.processes[p].inflight.clone();
+                let dead = self.picked(p, dead);
+                let found = self.finish_call(p, "recover", &entries, &dead);
+                if found != entries.len() as i64 {
+                    return Err(format!("recover: lua found {found} of {}", entries.len()));
+                }
+                let mut copies = Vec::new();
+                for e in &entries {
+                    if dead.contains(e) {
+                        self.model.finish(e.1);
+                    } else {
+                        self.model.requeue(e.1);
+                        copies.push(e.1);
+                    }
+                }
+                let proc = &mut self.processes[p];
+                proc.inflight.clear();
+                if *stalled {
+                    proc.recovered.extend(copies);
+                } else {
+                    proc.recovered.clear();
+                    proc.generation += 1; // a new process in its place
+                }
+            }
+            Op::Weight(t, w) => {
+                let tenant = self.world.tenants[*t].clone();
+                let value = w.map(|w| w.to_string()).unwrap_or_default();
+                let _: i64 = self
+                    .weight
+                    .key(fair::weights_key())
+                    .arg(&tenant)
+                    .arg(value)
+                    .arg(&tenant)
+                    .arg(fair::base_template())
+                    .arg(fair::TOKEN_CAP)
+                    .arg(QUEUE)
+                    .invoke(self.con)
+                    .unwrap();
+                self.model.set_weight(&tenant, w.unwrap_or(1.0));
+            }
+            Op::Limit(s, limit) => {
+                let d = &self.world.scopes[*s];
+                let inv = slots::set_limit_call(
+                    d.tag.as_bytes(),
+                    d.sub.as_bytes(),
+                    limit.map(|l| l as u64),
+                );
+                let _: i64 = inv.invoke(self.con).unwrap();
+                match limit {
+                    Some(l) => self.model.set_limit(&d.name(), *l),
+                    None => self.model.clear_limit(&d.name()),
+                }
+            }
+        }
+        self.compare()
+    }
+
+    /// `fair_ack.lua` for a process's entries: ack, requeue, or recover (`dead` of them to the dead set).
+    fn finish_call(
+        &mut self,
+        p: usize,
+        mode: &str,
+        entries: &[(String, u64)],
+        dead: &[(String, u64)],
+    ) -> i64 {
+        let identity = self.identity(p);
+        let mut inv = self.ack.prepare_invoke();
+        inv.key(fair::inflight_key(&identity))
+            .key(fair::weights_key())
+            .key(fair::registry_key())
+            .key(fair::recovery_suspects_key())
+            .key("dead")
+            .key(fair::recovered_key(&identity))
+            .arg(mode)
+            .arg(fair::base_template())
+            .arg(fair::TOKEN_CAP)
+            .arg(&identity)
+            .arg("0")
+            .arg(fair::RECOVERED_KEEP_SECONDS);
+        // Recovery walks the list as LRANGE reads it: head (newest) first.
+        for e in entries {
+            inv.arg(&e.0);
+            if mode == "recover" {
+                let job = fair::Entry::decode(&e.0).unwrap().job;
+                inv.arg(if dead.contains(e) { "dead" } else { "fair" })
+                    .arg(job);
+            }
+        }
+        inv.invoke(self.con).unwrap()
+    }
+
+    fn lua_view(&mut self) -> View {
+        let base = fair::base(QUEUE);
+        let con = &mut *self.con;
+        let state: BTreeMap<String, String> = redis::cmd("HGETALL")
+            .arg(format!("{base}state"))
+            .query(con)
+            .unwrap();
+        let mut paused: Vec<String> = redis::cmd("SMEMBERS")
+            .arg(format!("{base}paused"))
+            .query(con)
+            .unwrap();
+        paused.sort();
+        let mut idle = zrange(con, &format!("{base}fin"));
+        idle.sort_by(|a, b| a.0.cmp(&b.0));
+        let backlogs = self
+            .world
+            .tenants
+            .iter()
+            .map(|t| {
+                let jobs: Vec<Vec<u8>> = redis::cmd("LRANGE")
+                    .arg(format!("{base}t:{t}"))
+                    .arg(0)
+                    .arg(-1)
+                    .query(con)
+                    .unwrap();
+                (
+                    t.clone(),
+                    jobs.iter().map(|j| jid_of(j)).collect::<Vec<_>>(),
+                )
+            })
+            .filter(|(_, jobs)| !jobs.is_empty())
+            .collect();
+        let mut holders = Vec::new();
+        let mut waiters = Vec::new();
+        for d in &self.world.scopes {
+            let scope = slots::Scope::from_parts(d.tag.clone().into(), d.sub.clone().into());
+            let held = zrange(con, &String::from_utf8(scope.holders()).unwrap());
+            if !held.is_empty() {
+                let mut jobs: Vec<u64> = held.iter().map(|(j, _)| j.parse().unwrap()).collect();
+                jobs.sort();
+                holders.push((d.name(), jobs));
+            }
+            let waiting = zrange(con, &String::from_utf8(scope.waiting()).unwrap());
+            if !waiting.is_empty() {
+                let prefix = format!("{}:{QUEUE}", QUEUE.len());
+                let list = waiting
+                    .into_iter()
+                    .map(|(e, tag)| {
+                        let tier = e.chars().next().unwrap();
+                        let member = e[1..].strip_prefix(&prefix).expect("this queue's entry");
+                        let seq = u64::from_str_radix(&member[..16], 16).unwrap();
+                        (tier, tag, seq, member[16..].to_string())
+                    })
+                    .collect();
+                waiters.push((d.name(), list));
+            }
+        }
+        let inflight = (0..PROCESSES)
+            .map(|p| {
+                let entries: Vec<String> = redis::cmd("LRANGE")
+                    .arg(fair::inflight_key(&self.identity(p)))
+                    .arg(0)
+                    .arg(-1)
+                    .query(&mut *self.con)
+                    .unwrap();
+                let mut jobs: Vec<u64> = entries
+                    .iter()
+                    .map(|e| jid_of(fair::Entry::decode(e).unwrap().job.as_bytes()))
+                    .collect();
+                jobs.sort();
+                jobs
+            })
+            .collect();
+        let con = &mut *self.con;
+        View {
+            v: state.get("v").map_or(0.0, |v| v.parse().unwrap()),
+            waiting_jobs: state.get("n").map_or(0, |n| n.parse().unwrap()),
+            ready: places(zrange(con, &format!("{base}ready"))),
+            capped: places(zrange(con, &format!("{base}capped"))),
+            over: places(zrange(con, &format!("{base}over"))),
+            idle,
+            paused,
+            backlogs,
+            holders,
+            waiters,
+            inflight,
+        }
+    }
+
+    fn model_view(&self) -> View {
+        let m = &self.model;
+        let tier = |t: &BTreeMap<(Tag, u64), String>| {
+            t.iter()
+                .map(|((tag, seq), tenant)| (tenant.clone(), tag.0, *seq))
+                .collect::<Vec<_>>()
+        };
+        let mut idle: Vec<(String, f64)> =
+            m.sfq.finish.iter().map(|(t, f)| (t.clone(), *f)).collect();
+        idle.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut paused = m.sfq.paused.clone();
+        paused.sort();
+        let backlogs = self
+            .world
+            .tenants
+            .iter()
+            .filter_map(|t| {
+                let jobs: Vec<u64> = m.sfq.backlog.get(t)?.iter().copied().collect();
+                (!jobs.is_empty()).then(|| (t.clone(), jobs))
+            })
+            .collect();
+        let mut holders = Vec::new();
+        let mut waiters = Vec::new();
+        for d in &self.world.scopes {
+            if let Some(h) = m.holders.get(&d.name()).filter(|h| !h.is_empty()) {
+                holders.push((d.name(), h.iter().copied().collect()));
+            }
+            if let Some(w) = m.waiting.get(&d.name()).filter(|w| !w.is_empty()) {
+                let list = w
+                    .iter()
+                    .map(|((tag, tier, seq), tenant)| {
+                        let c = if *tier == Tier::Over { 'o' } else { 'c' };
+                        (c, tag.0, *seq, tenant.clone())
+                    })
+                    .collect();
+                waiters.push((d.name(), list));
+            }
+        }
+        View {
+            v: m.sfq.v,
+            waiting_jobs: m.sfq.backlog.values().map(|l| l.len() as i64).sum(),
+            ready: tier(&m.sfq.ready),
+            capped: tier(&m.capped),
+            over: tier(&m.over),
+            idle,
+            paused,
+            backlogs,
+            holders,
+            waiters,
+            inflight: self
+                .processes
+                .iter()
+                .map(|p| {
+                    let mut jobs: Vec<u64> = p.inflight.iter().map(|e| e.1).collect();
+                    jobs.sort();
+                    jobs
+                })
+                .collect(),
+        }
+    }
+
+    fn compare(&mut self) -> Result<(), String> {
+        let (lua, model) = (self.lua_view(), self.model_view());
+        if lua == model {
+            return Ok(());
+        }
+        let mut diff = String::new();
+        let (l, m) = (format!("{lua:#?}"), format!("{model:#?}"));
+        let _ = writeln!(diff, "state differs (lua | model):");
+        for (a, b) in l.lines().zip(m.lines()) {
+            let mark = if a == b { "  " } else { "!!" };
+            let _ = writeln!(diff, "{mark} {a:<50} | {b}");
+        }
+        Err(diff)
+    }
+}
+
+/// Runs a sequence from an empty Redis; Err: the failing step's index and the difference.
+fn run(con: &mut Connection, world: &World, ops: &[Op]) -> Result<(), (usize, String)> {
+    let mut l = Lockstep::new(con, world);
+    for (i, op) in ops.iter().enumerate() {
+        l.step(op).map_err(|e| (i, e))?;
+    }
+    Ok(())
+}
+
+/// The shortest failing sequence found: the failing prefix, then operations removed (chunks, then one
+/// at a time) while it still fails.
+fn shrink(con: &mut Connection, world: &World, ops: &[Op], at: usize) -> (Vec<Op>, usize, String) {
+    let mut ops = ops[..=at].to_vec();
+    let mut failure = run(con, world, &ops).expect_err("the prefix fails");
+    let mut chunk = ops.len() / 2;
+    while chunk >= 1 {
+        let mut i = 0;
+        while i + chunk <= ops.len() {
+            let mut fewer = ops.clone();
+            fewer.drain(i..i + chunk);
+            match run(con, world, &fewer) {
+                Err(f) => {
+                    ops = fewer[..=f.0].to_vec();
+                    failure = f;
+                }
+                Ok(()) => i += 1,
+            }
+        }
+        chunk /= 2;
+    }
+    (ops, failure.0, failure.1)
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[test]
+fn the_scripts_and_the_model_serve_alike() {
+    let clock = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    let seed = env("LOCKSTEP_SEED", clock.as_nanos() as u64 % 1_000_000_007);
+    let sequences = env("LOCKSTEP_SEQUENCES", 300);
+    let steps = env("LOCKSTEP_STEPS", 60) as usize;
+    println!(
+        "lockstep: seed {seed}, {sequences} sequences of {steps} steps (LOCKSTEP_SEED to replay)"
+    );
+    let server = Server::start();
+    let mut con = server.connect();
+    for n in 0..sequences {
+        let mut rng = Rng(seed.wrapping_add(n));
+        let world = World::random(&mut rng);
+        let ops: Vec<Op> = (0..steps).map(|_| random_op(&mut rng, &world)).collect();
+        if let Err((at, _)) = run(&mut con, &world, &ops) {
+            let (short, at, why) = shrink(&mut con, &world, &ops, at);
+            let mut report = format!(
+                "lockstep: LOCKSTEP_SEED={seed}: sequence {n} diverged; shortest failing sequence \
+                 ({} of {} steps), fails at step {at}:\n{world:?}\n",
+                short.len(),
+                ops.len()
+            );
+            for (i, op) in short.iter().enumerate() {
+                let _ = writeln!(report, "  {i:>3} {op:?}");
+            }
+            panic!("{report}{why}");
+        }
+    }
+}
