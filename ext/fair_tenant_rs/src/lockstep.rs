@@ -273,17 +273,6 @@ fn text(v: &Value) -> Option<String> {
     }
 }
 
-/// A sorted set's members and scores, in its order.
-fn zrange(con: &mut Connection, key: &str) -> Vec<(String, f64)> {
-    redis::cmd("ZRANGE")
-        .arg(key)
-        .arg(0)
-        .arg(-1)
-        .arg("WITHSCORES")
-        .query(con)
-        .unwrap()
-}
-
 /// "<16 hex digits of activation><tenant>" members of ready, capped and over.
 fn places(raw: Vec<(String, f64)>) -> Vec<(String, f64, u64)> {
     raw.into_iter()
@@ -585,51 +574,65 @@ impl<'a> Lockstep<'a> {
         inv.invoke(self.con).unwrap()
     }
 
+    /// Everything the scripts hold, read in one round trip.
     fn lua_view(&mut self) -> View {
         let base = fair::base(QUEUE);
-        let con = &mut *self.con;
-        let state: BTreeMap<String, String> = redis::cmd("HGETALL")
-            .arg(format!("{base}state"))
-            .query(con)
-            .unwrap();
-        let mut paused: Vec<String> = redis::cmd("SMEMBERS")
-            .arg(format!("{base}paused"))
-            .query(con)
-            .unwrap();
-        paused.sort();
-        let mut idle = zrange(con, &format!("{base}fin"));
-        idle.sort_by(|a, b| a.0.cmp(&b.0));
-        let backlogs = self
-            .world
-            .tenants
-            .iter()
-            .map(|t| {
-                let jobs: Vec<Vec<u8>> = redis::cmd("LRANGE")
-                    .arg(format!("{base}t:{t}"))
-                    .arg(0)
-                    .arg(-1)
-                    .query(con)
-                    .unwrap();
-                (
-                    t.clone(),
-                    jobs.iter().map(|j| jid_of(j)).collect::<Vec<_>>(),
-                )
-            })
-            .filter(|(_, jobs)| !jobs.is_empty())
-            .collect();
-        let mut holders = Vec::new();
-        let mut waiters = Vec::new();
+        let mut pipe = redis::pipe();
+        let zrange = |pipe: &mut redis::Pipeline, key: String| {
+            pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
+        };
+        pipe.cmd("HGETALL").arg(format!("{base}state"));
+        pipe.cmd("SMEMBERS").arg(format!("{base}paused"));
+        for tier in ["fin", "ready", "capped", "over"] {
+            zrange(&mut pipe, format!("{base}{tier}"));
+        }
+        for t in &self.world.tenants {
+            pipe.cmd("LRANGE")
+                .arg(format!("{base}t:{t}"))
+                .arg(0)
+                .arg(-1);
+        }
         for d in &self.world.scopes {
             let scope = slots::Scope::from_parts(d.tag.clone().into(), d.sub.clone().into());
-            let held = zrange(con, &String::from_utf8(scope.holders()).unwrap());
+            zrange(&mut pipe, String::from_utf8(scope.holders()).unwrap());
+            zrange(&mut pipe, String::from_utf8(scope.waiting()).unwrap());
+        }
+        for p in 0..PROCESSES {
+            pipe.cmd("LRANGE")
+                .arg(fair::inflight_key(&self.identity(p)))
+                .arg(0)
+                .arg(-1);
+        }
+        let replies: Vec<Value> = pipe.query(self.con).unwrap();
+        let mut replies = replies.into_iter();
+        let mut next = || replies.next().unwrap();
+        let state: BTreeMap<String, String> = redis::from_redis_value(next()).unwrap();
+        let mut paused: Vec<String> = redis::from_redis_value(next()).unwrap();
+        paused.sort();
+        let mut zset = || -> Vec<(String, f64)> { redis::from_redis_value(next()).unwrap() };
+        let mut idle = zset();
+        idle.sort_by(|a, b| a.0.cmp(&b.0));
+        let (ready, capped, over) = (places(zset()), places(zset()), places(zset()));
+        let mut next = || replies.next().unwrap();
+        let mut backlogs = Vec::new();
+        for t in &self.world.tenants {
+            let jobs: Vec<Vec<u8>> = redis::from_redis_value(next()).unwrap();
+            if !jobs.is_empty() {
+                backlogs.push((t.clone(), jobs.iter().map(|j| jid_of(j)).collect()));
+            }
+        }
+        let mut holders = Vec::new();
+        let mut waiters = Vec::new();
+        let prefix = format!("{}:{QUEUE}", QUEUE.len());
+        for d in &self.world.scopes {
+            let held: Vec<(String, f64)> = redis::from_redis_value(next()).unwrap();
             if !held.is_empty() {
                 let mut jobs: Vec<u64> = held.iter().map(|(j, _)| j.parse().unwrap()).collect();
                 jobs.sort();
                 holders.push((d.name(), jobs));
             }
-            let waiting = zrange(con, &String::from_utf8(scope.waiting()).unwrap());
+            let waiting: Vec<(String, f64)> = redis::from_redis_value(next()).unwrap();
             if !waiting.is_empty() {
-                let prefix = format!("{}:{QUEUE}", QUEUE.len());
                 let list = waiting
                     .into_iter()
                     .map(|(e, tag)| {
@@ -643,28 +646,22 @@ impl<'a> Lockstep<'a> {
             }
         }
         let inflight = (0..PROCESSES)
-            .map(|p| {
-                let entries: Vec<String> = redis::cmd("LRANGE")
-                    .arg(fair::inflight_key(&self.identity(p)))
-                    .arg(0)
-                    .arg(-1)
-                    .query(&mut *self.con)
-                    .unwrap();
+            .map(|_| {
+                let entries: Vec<Vec<u8>> = redis::from_redis_value(next()).unwrap();
                 let mut jobs: Vec<u64> = entries
                     .iter()
-                    .map(|e| jid_of(fair::Entry::decode(e).unwrap().job.as_bytes()))
+                    .map(|e| jid_of(fair::split_entry(e).unwrap().2))
                     .collect();
                 jobs.sort();
                 jobs
             })
             .collect();
-        let con = &mut *self.con;
         View {
             v: state.get("v").map_or(0.0, |v| v.parse().unwrap()),
             waiting_jobs: state.get("n").map_or(0, |n| n.parse().unwrap()),
-            ready: places(zrange(con, &format!("{base}ready"))),
-            capped: places(zrange(con, &format!("{base}capped"))),
-            over: places(zrange(con, &format!("{base}over"))),
+            ready,
+            capped,
+            over,
             idle,
             paused,
             backlogs,
