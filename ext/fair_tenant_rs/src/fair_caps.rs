@@ -95,8 +95,9 @@ pub struct CappedSfq {
     /// Jobs served and not yet finished or requeued, and their tenants.
     inflight: HashMap<u64, String>,
     limits: HashMap<String, usize>,
-    /// Per scope, the limit its jobs carry (what a deleted runtime limit falls back to).
-    defaults: HashMap<String, usize>,
+    /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
+    /// while it had none: the Lua's sweep registration): what a deleted runtime limit wakes by.
+    registered: HashMap<String, usize>,
 }
 
 impl CappedSfq {
@@ -112,7 +113,6 @@ impl CappedSfq {
     /// A job (an id, unique) to the back of the tenant's backlog, with the slot it takes, if any.
     pub fn push(&mut self, tenant: &str, job: u64, slot: Option<Slot>) {
         if let Some(slot) = slot {
-            self.defaults.insert(slot.scope.clone(), slot.limit);
             self.slots.insert(job, slot);
         }
         self.sfq.push(tenant, job);
@@ -192,10 +192,12 @@ impl CappedSfq {
         self.wake(scope, limit);
     }
 
-    /// The scope's runtime limit deleted: its jobs' own applies again (waking tenants if it is higher).
+    /// The scope's runtime limit deleted: its jobs' own applies again. Waiting tenants are woken by the
+    /// limit of the job that registered the scope (jobs sharing a key may carry different limits: a
+    /// tenant woken for a slot its own job's lower limit denies is held back again at its turn).
     pub fn clear_limit(&mut self, scope: &str) {
         self.limits.remove(scope);
-        if let Some(&limit) = self.defaults.get(scope) {
+        if let Some(&limit) = self.registered.get(scope) {
             self.wake(scope, limit);
         }
     }
@@ -334,6 +336,9 @@ impl CappedSfq {
         if holders.len() >= limit && !(beyond && slot.elastic && limit > 0) {
             return Err(limit);
         }
+        if holders.is_empty() {
+            self.registered.insert(slot.scope.clone(), slot.limit);
+        }
         holders.insert(job);
         Ok((holders.len(), limit))
     }
@@ -347,6 +352,9 @@ impl CappedSfq {
             Tier::Capped
         };
         self.forget(tenant);
+        if self.running(&slot.scope) == 0 {
+            self.registered.insert(slot.scope.clone(), slot.limit);
+        }
         let entry = (place.0, to, place.1);
         self.waiting
             .entry(slot.scope.clone())
@@ -907,6 +915,25 @@ mod tests {
         assert!(q.over().is_empty() && q.waiting("a").is_empty());
         assert_eq!(q.pop(), Some(("b".into(), 10)));
         assert_eq!(q.pop(), Some(("a".into(), 3))); // held back again, then served past its limit
+    }
+
+    #[test]
+    fn a_tenant_woken_into_a_slot_its_own_jobs_lower_limit_denies_waits_on() {
+        // Two classes share an elastic key with limits 2 and 1: "a"'s job (limit 1) is woken by the
+        // release of "b"'s (limit 2), but one job still holds the key: "a" is not served past its limit
+        // while "b" is ready (the fetch script served it from `over` until the lockstep test found it).
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "b", 1..3, Some(Slot::elastic("s", 2)));
+        q.push("a", 3, Some(Slot::elastic("s", 1)));
+        q.push("b", 4, None);
+        assert_eq!(q.pop(), Some(("b".into(), 1)));
+        assert_eq!(q.pop(), Some(("b".into(), 2))); // "a" met the key full for its limit of 1
+        assert_eq!(q.over(), ["a"]);
+        q.finish(1);
+        assert!(q.over().is_empty()); // woken: under the released job's limit of 2 there is room
+        assert_eq!(q.pop(), Some(("b".into(), 4)));
+        assert_eq!(q.over(), ["a"]);
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // nobody ready: past its limit, as elastic caps go
     }
 
     #[test]
