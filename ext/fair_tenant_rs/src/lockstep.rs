@@ -146,8 +146,9 @@ impl World {
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// One push call: (tenant, scope or none) per job.
-    Push(Vec<(usize, Option<usize>)>),
+    /// One push call: (tenant, scope or none) per job, a custom key's job with its class's limit (the
+    /// classes sharing a key may carry different limits: the scope's, or one more).
+    Push(Vec<(usize, Option<(usize, usize)>)>),
     /// A fetch by a process, its in-flight jobs at these positions acknowledged in the same call.
     Fetch(usize, Vec<usize>),
     Ack(usize, Vec<usize>),
@@ -175,9 +176,9 @@ fn random_op(rng: &mut Rng, world: &World) -> Op {
                     let tenant = rng.below(tenants);
                     let scope = match rng.below(5) {
                         0 => None,
-                        1 => Some(tenants),
-                        2 => Some(tenants + 1),
-                        _ => Some(tenant),
+                        1 => Some((tenants, rng.below(2))),
+                        2 => Some((tenants + 1, rng.below(2))),
+                        _ => Some((tenant, 0)),
                     };
                     (tenant, scope)
                 })
@@ -344,12 +345,13 @@ impl<'a> Lockstep<'a> {
             .to_string()
     }
 
-    fn job_json(&self, tenant: &str, jid: u64, scope: Option<usize>) -> String {
-        let slot = scope.map(|s| {
+    /// A job's payload; `slot`: its scope and the limit it carries.
+    fn job_json(&self, tenant: &str, jid: u64, slot: Option<(usize, usize)>) -> String {
+        let slot = slot.map(|(s, limit)| {
             let d = &self.world.scopes[s];
             format!(
-                r#","fair_tenant_slot":["{}","{}",{},{LEASE_MS},{}]"#,
-                d.tag, d.sub, d.limit, d.elastic as u8
+                r#","fair_tenant_slot":["{}","{}",{limit},{LEASE_MS},{}]"#,
+                d.tag, d.sub, d.elastic as u8
             )
         });
         format!(
@@ -369,12 +371,14 @@ impl<'a> Lockstep<'a> {
         .encode()
     }
 
-    fn scope_of(&self, job: u64) -> Option<usize> {
+    fn scope_of(&self, job: u64) -> Option<(usize, usize)> {
         let slot = self.model.slot_of(job)?;
-        self.world
+        let s = self
+            .world
             .scopes
             .iter()
-            .position(|s| s.name() == slot.scope)
+            .position(|s| s.name() == slot.scope)?;
+        Some((s, slot.limit))
     }
 
     /// Runs one operation on both sides; Err: how they differ.
@@ -393,12 +397,16 @@ impl<'a> Lockstep<'a> {
                     let tenant = self.world.tenants[t].clone();
                     let jid = self.next_jid;
                     self.next_jid += 1;
-                    inv.arg(&tenant).arg(self.job_json(&tenant, jid, scope));
-                    let slot = scope.map(|s| {
+                    inv.arg(&tenant).arg(self.job_json(
+                        &tenant,
+                        jid,
+                        scope.map(|(s, more)| (s, self.world.scopes[s].limit + more)),
+                    ));
+                    let slot = scope.map(|(s, more)| {
                         let d = &self.world.scopes[s];
                         Slot {
                             scope: d.name(),
-                            limit: d.limit,
+                            limit: d.limit + more,
                             elastic: d.elastic,
                         }
                     });
