@@ -255,6 +255,8 @@ struct Lockstep<'a> {
     fetch: Script,
     ack: Script,
     weight: Script,
+    /// What the last step's scripts did (pushed jobs and their limits, the job served), for the report.
+    note: String,
 }
 
 fn script(name: &str) -> Script {
@@ -300,6 +302,7 @@ impl<'a> Lockstep<'a> {
             fetch: script("fetch"),
             ack: script("ack"),
             weight: script("weight"),
+            note: String::new(),
         }
     }
 
@@ -383,6 +386,7 @@ impl<'a> Lockstep<'a> {
 
     /// Runs one operation on both sides; Err: how they differ.
     fn step(&mut self, op: &Op) -> Result<(), String> {
+        self.note.clear();
         let base = fair::base(QUEUE);
         match op {
             Op::Push(jobs) => {
@@ -397,6 +401,11 @@ impl<'a> Lockstep<'a> {
                     let tenant = self.world.tenants[t].clone();
                     let jid = self.next_jid;
                     self.next_jid += 1;
+                    let _ = write!(
+                        self.note,
+                        "{tenant}:{jid}{:?} ",
+                        scope.map(|(s, more)| (s, self.world.scopes[s].limit + more))
+                    );
                     inv.arg(&tenant).arg(self.job_json(
                         &tenant,
                         jid,
@@ -452,6 +461,11 @@ impl<'a> Lockstep<'a> {
                 };
                 let model = self.model.pop();
                 let lua_served = lua.as_ref().map(|(t, j, _, _)| (t.clone(), *j));
+                let _ = write!(
+                    self.note,
+                    "acked {:?}, served {lua_served:?}",
+                    acks.iter().map(|a| a.1).collect::<Vec<_>>()
+                );
                 if lua_served != model {
                     return Err(format!("served: lua {lua_served:?}, model {model:?}"));
                 }
@@ -765,6 +779,27 @@ fn run(con: &mut Connection, world: &World, ops: &[Op]) -> Result<(), (usize, St
     Ok(())
 }
 
+/// The sequence again, each step with what the scripts did and hold after it (the failing step's
+/// difference follows).
+fn trace(con: &mut Connection, world: &World, ops: &[Op]) -> String {
+    let mut l = Lockstep::new(con, world);
+    let mut out = String::new();
+    for (i, op) in ops.iter().enumerate() {
+        let failed = l.step(op).is_err();
+        let v = l.lua_view();
+        let _ = writeln!(out, "  {i:>3} {op:?}  {}", l.note);
+        let _ = writeln!(
+            out,
+            "      v {} ready {:?} capped {:?} over {:?} paused {:?} holders {:?} waiters {:?}",
+            v.v, v.ready, v.capped, v.over, v.paused, v.holders, v.waiters
+        );
+        if failed {
+            break;
+        }
+    }
+    out
+}
+
 /// The shortest failing sequence found: the failing prefix, then operations removed (chunks, then one
 /// at a time) while it still fails.
 fn shrink(con: &mut Connection, world: &World, ops: &[Op], at: usize) -> (Vec<Op>, usize, String) {
@@ -821,9 +856,7 @@ fn the_scripts_and_the_model_serve_alike() {
                 short.len(),
                 ops.len()
             );
-            for (i, op) in short.iter().enumerate() {
-                let _ = writeln!(report, "  {i:>3} {op:?}");
-            }
+            report.push_str(&trace(&mut con, &world, &short));
             panic!("{report}{why}");
         }
     }

@@ -140,8 +140,9 @@ local function wake(slot, limit, tokens)
       local tag = tonumber(redis.call('ZSCORE', from, member)) -- nil: it left meanwhile (cleared, drained)
       if tag then
         if type(tokens) == 'table' then
+          -- known: the holders as read (those woken with it are not counted: the call serves one of them)
           tokens[#tokens + 1] = { k = k, from = from, member = member, tag = tag,
-                                  known = { slot = slot, limit = limit, running = running + woken } }
+                                  known = { slot = slot, limit = limit, running = running } }
         else
           rejoin(k, from, member, tag)
           if tokens then add_tokens(k, 1, FAIR_TOKEN_CAP) end
