@@ -229,6 +229,11 @@ impl CappedSfq {
         self.inflight.get(&job).map(String::as_str)
     }
 
+    /// A tenant's waiting jobs, oldest first.
+    pub fn backlog(&self, tenant: &str) -> Option<&std::collections::VecDeque<u64>> {
+        self.sfq.backlog.get(tenant)
+    }
+
     /// The slot a job takes when served, if any.
     pub fn slot_of(&self, job: u64) -> Option<&Slot> {
         self.slots.get(&job)

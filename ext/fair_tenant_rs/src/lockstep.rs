@@ -160,6 +160,8 @@ enum Op {
         dead: Vec<usize>,
         stalled: bool,
     },
+    /// A waiting job of a tenant (at this position of its backlog) deleted through Sidekiq's API.
+    Delete(usize, usize),
     /// A tenant's weight (None: deleted, back to 1).
     Weight(usize, Option<f64>),
     /// A runtime limit for a scope (None: deleted).
@@ -196,7 +198,8 @@ fn random_op(rng: &mut Rng, world: &World) -> Op {
             },
             stalled: rng.chance(50),
         },
-        86..=92 => {
+        86..=88 => Op::Delete(rng.below(tenants), rng.below(4)),
+        89..=93 => {
             let w = [
                 None,
                 Some(0.0),
@@ -255,6 +258,7 @@ struct Lockstep<'a> {
     fetch: Script,
     ack: Script,
     weight: Script,
+    delete: Script,
     /// What the last step's scripts did (pushed jobs and their limits, the job served), for the report.
     note: String,
 }
@@ -302,6 +306,7 @@ impl<'a> Lockstep<'a> {
             fetch: script("fetch"),
             ack: script("ack"),
             weight: script("weight"),
+            delete: script("delete"),
             note: String::new(),
         }
     }
@@ -527,6 +532,31 @@ impl<'a> Lockstep<'a> {
                 } else {
                     proc.recovered.clear();
                     proc.generation += 1; // a new process in its place
+                }
+            }
+            Op::Delete(t, i) => {
+                let tenant = self.world.tenants[*t].clone();
+                let Some(job) = self
+                    .model
+                    .backlog(&tenant)
+                    .and_then(|l| (!l.is_empty()).then(|| l[*i % l.len()]))
+                else {
+                    return self.compare();
+                };
+                let payload = self.job_json(&tenant, job, self.scope_of(job));
+                let reply: Vec<Value> = self
+                    .delete
+                    .arg(&base)
+                    .arg(QUEUE)
+                    .arg(payload)
+                    .arg(&tenant)
+                    .arg("")
+                    .arg(0)
+                    .invoke(self.con)
+                    .unwrap();
+                let deleted = matches!(reply.first(), Some(Value::Int(1)));
+                if deleted != self.model.delete(job) {
+                    return Err(format!("delete {tenant}'s job {job}: lua {deleted}"));
                 }
             }
             Op::Weight(t, w) => {
