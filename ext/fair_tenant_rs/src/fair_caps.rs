@@ -1,5 +1,5 @@
 //! Concurrency caps inside fair queues: the rule of `lua/fair_caps.lua` as a plain model on top of
-//! [`Sfq`] (keep the two alike).
+//! [`Sfq`], run side by side with the scripts by the lockstep test (`src/lockstep.rs`).
 //!
 //! A job may carry a slot: a scope (a tenant's jobs in a queue, or a key several tenants may share),
 //! a limit (the job's own; a runtime limit set with [`CappedSfq::set_limit`] beats it) and whether the

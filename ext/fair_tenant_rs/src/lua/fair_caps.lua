@@ -1,5 +1,6 @@
 -- Concurrency caps inside fair queues, and the serving rule that honours them (after slots_common.lua and
--- fair_common.lua; the Rust model is fair.rs, keep the two alike).
+-- fair_common.lua; the Rust model is CappedSfq in fair_caps.rs, run side by side with these scripts by the
+-- lockstep test, src/lockstep.rs).
 --
 -- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush):
 --   "fair_tenant_slot": [tag, sub, default limit, lease ms, elastic 0/1]
