@@ -98,6 +98,9 @@ pub struct CappedSfq {
     /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
     /// while it had none: the Lua's sweep registration): what a deleted runtime limit wakes by.
     registered: HashMap<String, usize>,
+    /// Scopes of one tag (a tenant's queues, or a key), and limits set for a whole tag (`*`).
+    tags: HashMap<String, String>,
+    tag_limits: HashMap<String, usize>,
 }
 
 impl CappedSfq {
@@ -197,9 +200,36 @@ impl CappedSfq {
     /// tenant woken for a slot its own job's lower limit denies is held back again at its turn).
     pub fn clear_limit(&mut self, scope: &str) {
         self.limits.remove(scope);
-        if let Some(&limit) = self.registered.get(scope) {
+        if let Some(limit) = self.scope_limit(scope) {
             self.wake(scope, limit);
         }
+    }
+
+    /// The scope belongs to `tag`: a limit set for the whole tag applies to it (its own beats it).
+    pub fn set_tag(&mut self, scope: &str, tag: &str) {
+        self.tags.insert(scope.to_string(), tag.to_string());
+    }
+
+    /// A runtime limit for every scope of a tag (`None`: deleted), applied to each at once.
+    pub fn set_tag_limit(&mut self, tag: &str, limit: Option<usize>) {
+        match limit {
+            Some(l) => self.tag_limits.insert(tag.to_string(), l),
+            None => self.tag_limits.remove(tag),
+        };
+        let mut scopes: Vec<String> = self.registered.keys().cloned().collect();
+        scopes.retain(|s| self.tags.get(s).is_some_and(|t| t == tag));
+        for scope in scopes {
+            if let Some(limit) = self.scope_limit(&scope) {
+                self.wake(&scope, limit);
+            }
+        }
+    }
+
+    /// A registered scope's limit: its runtime limit, its tag's, or the registered job's.
+    fn scope_limit(&self, scope: &str) -> Option<usize> {
+        let tag_limit = self.tags.get(scope).and_then(|t| self.tag_limits.get(t));
+        let runtime = self.limits.get(scope).or(tag_limit);
+        runtime.or(self.registered.get(scope)).copied()
     }
 
     /// A waiting job taken back in flight by the process a recovery took it from (it had only stalled,
@@ -278,7 +308,15 @@ impl CappedSfq {
     }
 
     fn limit(&self, slot: &Slot) -> usize {
-        self.limits.get(&slot.scope).copied().unwrap_or(slot.limit)
+        let tag_limit = self
+            .tags
+            .get(&slot.scope)
+            .and_then(|t| self.tag_limits.get(t));
+        self.limits
+            .get(&slot.scope)
+            .or(tag_limit)
+            .copied()
+            .unwrap_or(slot.limit)
     }
 
     /// One turn of the tenant at `at` in `tier`, starting at `start`: its oldest job if the job can

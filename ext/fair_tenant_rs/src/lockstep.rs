@@ -164,8 +164,8 @@ enum Op {
     Delete(usize, usize),
     /// A tenant's weight (None: deleted, back to 1).
     Weight(usize, Option<f64>),
-    /// A runtime limit for a scope (None: deleted).
-    Limit(usize, Option<usize>),
+    /// A runtime limit for a scope, or (true) for its whole tag (`*`); None: deleted.
+    Limit(usize, Option<usize>, bool),
 }
 
 fn random_op(rng: &mut Rng, world: &World) -> Op {
@@ -213,7 +213,8 @@ fn random_op(rng: &mut Rng, world: &World) -> Op {
         }
         _ => {
             let limit = [None, Some(0), Some(1), Some(2), Some(3)];
-            Op::Limit(rng.below(world.scopes.len()), limit[rng.below(limit.len())])
+            let scope = rng.below(world.scopes.len());
+            Op::Limit(scope, limit[rng.below(limit.len())], rng.chance(30))
         }
     }
 }
@@ -299,7 +300,13 @@ impl<'a> Lockstep<'a> {
         Lockstep {
             con,
             world,
-            model: CappedSfq::new(),
+            model: {
+                let mut model = CappedSfq::new();
+                for d in &world.scopes {
+                    model.set_tag(&d.name(), &d.tag);
+                }
+                model
+            },
             processes: (0..PROCESSES).map(|_| Process::default()).collect(),
             next_jid: 1,
             push: script("push"),
@@ -575,17 +582,16 @@ impl<'a> Lockstep<'a> {
                     .unwrap();
                 self.model.set_weight(&tenant, w.unwrap_or(1.0));
             }
-            Op::Limit(s, limit) => {
+            Op::Limit(s, limit, whole_tag) => {
                 let d = &self.world.scopes[*s];
-                let inv = slots::set_limit_call(
-                    d.tag.as_bytes(),
-                    d.sub.as_bytes(),
-                    limit.map(|l| l as u64),
-                );
+                let field = if *whole_tag { "*" } else { d.sub.as_str() };
+                let value = limit.map(|l| l as u64);
+                let inv = slots::set_limit_call(d.tag.as_bytes(), field.as_bytes(), value);
                 let _: i64 = inv.invoke(self.con).unwrap();
-                match limit {
-                    Some(l) => self.model.set_limit(&d.name(), *l),
-                    None => self.model.clear_limit(&d.name()),
+                match (limit, whole_tag) {
+                    (_, true) => self.model.set_tag_limit(&d.tag, *limit),
+                    (Some(l), false) => self.model.set_limit(&d.name(), *l),
+                    (None, false) => self.model.clear_limit(&d.name()),
                 }
             }
         }
