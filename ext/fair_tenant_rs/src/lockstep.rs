@@ -848,23 +848,63 @@ fn trace(con: &mut Connection, world: &World, ops: &[Op]) -> String {
 fn shrink(con: &mut Connection, world: &World, ops: &[Op], at: usize) -> (Vec<Op>, usize, String) {
     let mut ops = ops[..=at].to_vec();
     let mut failure = run(con, world, &ops).expect_err("the prefix fails");
-    let mut chunk = ops.len() / 2;
-    while chunk >= 1 {
-        let mut i = 0;
-        while i + chunk <= ops.len() {
-            let mut fewer = ops.clone();
-            fewer.drain(i..i + chunk);
-            match run(con, world, &fewer) {
-                Err(f) => {
-                    ops = fewer[..=f.0].to_vec();
-                    failure = f;
+    loop {
+        let before = ops.len();
+        let mut chunk = ops.len() / 2;
+        while chunk >= 1 {
+            let mut i = 0;
+            while i + chunk <= ops.len() {
+                let mut fewer = ops.clone();
+                fewer.drain(i..i + chunk);
+                match run(con, world, &fewer) {
+                    Err(f) => {
+                        ops = fewer[..=f.0].to_vec();
+                        failure = f;
+                    }
+                    Ok(()) => i += 1,
                 }
-                Ok(()) => i += 1,
+            }
+            chunk /= 2;
+        }
+        // Then fewer jobs in a push, fewer acknowledgements in a fetch.
+        for i in 0..ops.len() {
+            let mut j = 0;
+            while j < parts(&ops[i]) {
+                let mut simpler = ops.clone();
+                without_part(&mut simpler[i], j);
+                match run(con, world, &simpler) {
+                    Err(f) if f.0 == ops.len() - 1 => {
+                        ops = simpler;
+                        failure = f;
+                    }
+                    _ => j += 1,
+                }
             }
         }
-        chunk /= 2;
+        if ops.len() == before {
+            return (ops, failure.0, failure.1);
+        }
     }
-    (ops, failure.0, failure.1)
+}
+
+fn parts(op: &Op) -> usize {
+    match op {
+        Op::Push(jobs) if jobs.len() > 1 => jobs.len(),
+        Op::Fetch(_, acks) => acks.len(),
+        _ => 0,
+    }
+}
+
+fn without_part(op: &mut Op, i: usize) {
+    match op {
+        Op::Push(jobs) => {
+            jobs.remove(i);
+        }
+        Op::Fetch(_, acks) => {
+            acks.remove(i);
+        }
+        _ => {}
+    }
 }
 
 fn env(name: &str, default: u64) -> u64 {
