@@ -10,7 +10,8 @@
 //! - FIFO within a tenant; work-conserving: a lone tenant is served at every fetch.
 //!
 //! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair_common.lua` applies the same rule
-//! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both.
+//! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both;
+//! the lockstep test (`src/lockstep.rs`) runs random sequences through both and fails on any difference.
 //! Concurrency caps inside fair queues (`lua/fair_caps.lua`) are modelled on top of it in
 //! [`crate::fair_caps`].
 
@@ -240,7 +241,7 @@ pub struct Sfq {
     pub(crate) ready: BTreeMap<Place, String>,
     pub(crate) backlog: HashMap<String, std::collections::VecDeque<u64>>,
     /// Finish tags of tenants that went idle.
-    finish: HashMap<String, f64>,
+    pub(crate) finish: HashMap<String, f64>,
     weights: HashMap<String, f64>,
     pub(crate) paused: Vec<String>,
 }

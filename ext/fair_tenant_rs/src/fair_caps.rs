@@ -1,5 +1,5 @@
 //! Concurrency caps inside fair queues: the rule of `lua/fair_caps.lua` as a plain model on top of
-//! [`Sfq`] (keep the two alike).
+//! [`Sfq`], run side by side with the scripts by the lockstep test (`src/lockstep.rs`).
 //!
 //! A job may carry a slot: a scope (a tenant's jobs in a queue, or a key several tenants may share),
 //! a limit (the job's own; a runtime limit set with [`CappedSfq::set_limit`] beats it) and whether the
@@ -69,32 +69,38 @@ impl Slot {
 /// Where a backlogged tenant is. The order of `Capped` before `Over` is that of the Lua's waiting entries
 /// ("c…" before "o…" at an equal start tag).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Tier {
+pub(crate) enum Tier {
     Ready,
     Capped,
     Over,
 }
 
 /// A waiting entry: start tag, where the tenant waits (`Capped` or `Over`), its activation.
-type Wait = (Tag, Tier, u64);
+pub(crate) type Wait = (Tag, Tier, u64);
 
 /// [`Sfq`] with concurrency caps: what `lua/fair_caps.lua` does, without Redis or time.
 #[derive(Debug, Default)]
 pub struct CappedSfq {
-    sfq: Sfq,
+    pub(crate) sfq: Sfq,
     /// Tenants out of the rotation behind a static cap (or a limit of 0), in their place.
-    capped: BTreeMap<Place, String>,
+    pub(crate) capped: BTreeMap<Place, String>,
     /// Tenants at or past an elastic cap, served only while `ready` is empty.
-    over: BTreeMap<Place, String>,
+    pub(crate) over: BTreeMap<Place, String>,
     slots: HashMap<u64, Slot>,
-    holders: HashMap<String, BTreeSet<u64>>,
+    pub(crate) holders: HashMap<String, BTreeSet<u64>>,
     /// Per scope, the tenants waiting on it.
-    waiting: HashMap<String, BTreeMap<Wait, String>>,
+    pub(crate) waiting: HashMap<String, BTreeMap<Wait, String>>,
     /// Per tenant in `capped` or `over`: the scope it waits on and its entry there.
     waits: HashMap<String, (String, Wait)>,
     /// Jobs served and not yet finished or requeued, and their tenants.
     inflight: HashMap<u64, String>,
     limits: HashMap<String, usize>,
+    /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
+    /// while it had none: the Lua's sweep registration): what a deleted runtime limit wakes by.
+    registered: HashMap<String, usize>,
+    /// Scopes of one tag (a tenant's queues, or a key), and limits set for a whole tag (`*`).
+    tags: HashMap<String, String>,
+    tag_limits: HashMap<String, usize>,
 }
 
 impl CappedSfq {
@@ -189,6 +195,88 @@ impl CappedSfq {
         self.wake(scope, limit);
     }
 
+    /// The scope's runtime limit deleted: its jobs' own applies again. Waiting tenants are woken by the
+    /// limit of the job that registered the scope (jobs sharing a key may carry different limits: a
+    /// tenant woken for a slot its own job's lower limit denies is held back again at its turn).
+    pub fn clear_limit(&mut self, scope: &str) {
+        self.limits.remove(scope);
+        if let Some(limit) = self.scope_limit(scope) {
+            self.wake(scope, limit);
+        }
+    }
+
+    /// The scope belongs to `tag`: a limit set for the whole tag applies to it (its own beats it).
+    pub fn set_tag(&mut self, scope: &str, tag: &str) {
+        self.tags.insert(scope.to_string(), tag.to_string());
+    }
+
+    /// A runtime limit for every scope of a tag (`None`: deleted), applied to each at once.
+    pub fn set_tag_limit(&mut self, tag: &str, limit: Option<usize>) {
+        match limit {
+            Some(l) => self.tag_limits.insert(tag.to_string(), l),
+            None => self.tag_limits.remove(tag),
+        };
+        let mut scopes: Vec<String> = self.registered.keys().cloned().collect();
+        scopes.retain(|s| self.tags.get(s).is_some_and(|t| t == tag));
+        for scope in scopes {
+            if let Some(limit) = self.scope_limit(&scope) {
+                self.wake(&scope, limit);
+            }
+        }
+    }
+
+    /// A registered scope's limit: its runtime limit, its tag's, or the registered job's.
+    fn scope_limit(&self, scope: &str) -> Option<usize> {
+        let tag_limit = self.tags.get(scope).and_then(|t| self.tag_limits.get(t));
+        let runtime = self.limits.get(scope).or(tag_limit);
+        runtime.or(self.registered.get(scope)).copied()
+    }
+
+    /// A waiting job taken back in flight by the process a recovery took it from (it had only stalled,
+    /// and is still running it): out of its tenant's backlog as [`CappedSfq::delete`], in flight again
+    /// without a slot (its slot went with the recovery). Returns whether it was still waiting.
+    pub fn reclaim(&mut self, job: u64) -> bool {
+        let Some(tenant) = self
+            .sfq
+            .backlog
+            .iter()
+            .find(|(_, l)| l.contains(&job))
+            .map(|(t, _)| t.clone())
+        else {
+            return false;
+        };
+        let slot = self.slots.get(&job).cloned();
+        self.delete(job);
+        if let Some(slot) = slot {
+            self.slots.insert(job, slot);
+        }
+        self.inflight.insert(job, tenant);
+        true
+    }
+
+    /// The tenant of a job in flight.
+    pub fn inflight_tenant(&self, job: u64) -> Option<&str> {
+        self.inflight.get(&job).map(String::as_str)
+    }
+
+    /// A tenant's waiting jobs, oldest first.
+    pub fn backlog(&self, tenant: &str) -> Option<&std::collections::VecDeque<u64>> {
+        self.sfq.backlog.get(tenant)
+    }
+
+    /// The slot a job takes when served, if any.
+    pub fn slot_of(&self, job: u64) -> Option<&Slot> {
+        self.slots.get(&job)
+    }
+
+    /// Whether the job holds its slot.
+    pub fn holds(&self, job: u64) -> bool {
+        self.slots
+            .get(&job)
+            .and_then(|s| self.holders.get(&s.scope))
+            .is_some_and(|h| h.contains(&job))
+    }
+
     /// Jobs holding a slot of the scope.
     pub fn running(&self, scope: &str) -> usize {
         self.holders.get(scope).map_or(0, BTreeSet::len)
@@ -220,7 +308,15 @@ impl CappedSfq {
     }
 
     fn limit(&self, slot: &Slot) -> usize {
-        self.limits.get(&slot.scope).copied().unwrap_or(slot.limit)
+        let tag_limit = self
+            .tags
+            .get(&slot.scope)
+            .and_then(|t| self.tag_limits.get(t));
+        self.limits
+            .get(&slot.scope)
+            .or(tag_limit)
+            .copied()
+            .unwrap_or(slot.limit)
     }
 
     /// One turn of the tenant at `at` in `tier`, starting at `start`: its oldest job if the job can
@@ -283,6 +379,9 @@ impl CappedSfq {
         if holders.len() >= limit && !(beyond && slot.elastic && limit > 0) {
             return Err(limit);
         }
+        if holders.is_empty() {
+            self.registered.insert(slot.scope.clone(), slot.limit);
+        }
         holders.insert(job);
         Ok((holders.len(), limit))
     }
@@ -296,6 +395,9 @@ impl CappedSfq {
             Tier::Capped
         };
         self.forget(tenant);
+        if self.running(&slot.scope) == 0 {
+            self.registered.insert(slot.scope.clone(), slot.limit);
+        }
         let entry = (place.0, to, place.1);
         self.waiting
             .entry(slot.scope.clone())
@@ -856,6 +958,25 @@ mod tests {
         assert!(q.over().is_empty() && q.waiting("a").is_empty());
         assert_eq!(q.pop(), Some(("b".into(), 10)));
         assert_eq!(q.pop(), Some(("a".into(), 3))); // held back again, then served past its limit
+    }
+
+    #[test]
+    fn a_tenant_woken_into_a_slot_its_own_jobs_lower_limit_denies_waits_on() {
+        // Two classes share an elastic key with limits 2 and 1: "a"'s job (limit 1) is woken by the
+        // release of "b"'s (limit 2), but one job still holds the key: "a" is not served past its limit
+        // while "b" is ready (the fetch script served it from `over` until the lockstep test found it).
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "b", 1..3, Some(Slot::elastic("s", 2)));
+        q.push("a", 3, Some(Slot::elastic("s", 1)));
+        q.push("b", 4, None);
+        assert_eq!(q.pop(), Some(("b".into(), 1)));
+        assert_eq!(q.pop(), Some(("b".into(), 2))); // "a" met the key full for its limit of 1
+        assert_eq!(q.over(), ["a"]);
+        q.finish(1);
+        assert!(q.over().is_empty()); // woken: under the released job's limit of 2 there is room
+        assert_eq!(q.pop(), Some(("b".into(), 4)));
+        assert_eq!(q.over(), ["a"]);
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // nobody ready: past its limit, as elastic caps go
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub mod fair_rules;
 pub mod handle;
 pub mod ideal;
 pub mod keys;
+#[cfg(test)]
+mod lockstep;
 pub mod outage;
 pub mod pool;
 pub mod queues;

@@ -306,6 +306,16 @@ pub fn sweep(pool: &Pool, max_tags: usize) -> Result<Swept> {
 /// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
 /// parked jobs were handed a slot.
 pub fn set_limit(pool: &Pool, tag: &[u8], field: &[u8], value: Option<u64>) -> Result<u64> {
+    let inv = set_limit_call(tag, field, value);
+    pool.with(|c| inv.invoke(c))
+}
+
+/// The `set_limit.lua` call behind [`set_limit`], for any connection.
+pub(crate) fn set_limit_call(
+    tag: &[u8],
+    field: &[u8],
+    value: Option<u64>,
+) -> redis::ScriptInvocation<'static> {
     let mut inv = SET_LIMIT.prepare_invoke();
     inv.key(limits_key(tag))
         .key(meta(tag))
@@ -314,7 +324,7 @@ pub fn set_limit(pool: &Pool, tag: &[u8], field: &[u8], value: Option<u64>) -> R
         .arg(value.map(|v| v.to_string()).unwrap_or_default())
         .arg(base(tag))
         .arg(tag);
-    pool.with(|c| inv.invoke(c))
+    inv
 }
 
 pub fn get_limit(pool: &Pool, tag: &[u8], field: &[u8]) -> Result<Option<u64>> {

@@ -1,5 +1,6 @@
 -- Concurrency caps inside fair queues, and the serving rule that honours them (after slots_common.lua and
--- fair_common.lua; the Rust model is fair.rs, keep the two alike).
+-- fair_common.lua; the Rust model is CappedSfq in fair_caps.rs, run side by side with these scripts by the
+-- lockstep test, src/lockstep.rs).
 --
 -- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush):
 --   "fair_tenant_slot": [tag, sub, default limit, lease ms, elastic 0/1]
@@ -57,11 +58,13 @@ end
 
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
 -- the over tier; never with a limit of 0, which halts). `known`: {slot, limit, running} read earlier in the
--- same call (a release that woke this tenant), which spares reading them again. Returns taken, holders
--- after, the limit.
+-- same call (a release that woke this tenant), which spares reading them again; only when this job carries
+-- the same default limit (classes sharing a key may carry different ones, and each job is held to its own).
+-- Returns taken, holders after, the limit.
 local function take_slot(slot, beyond, known)
   local limit, running
-  if known and same_scope(slot, known.slot) and known.running < known.limit then
+  if known and same_scope(slot, known.slot) and slot.default == known.slot.default
+     and known.running < known.limit then
     limit, running = known.limit, known.running
   else
     limit = effective_limit(slot.limits, slot.sub, slot.default)
@@ -138,8 +141,9 @@ local function wake(slot, limit, tokens)
       local tag = tonumber(redis.call('ZSCORE', from, member)) -- nil: it left meanwhile (cleared, drained)
       if tag then
         if type(tokens) == 'table' then
+          -- known: the holders as read (those woken with it are not counted: the call serves one of them)
           tokens[#tokens + 1] = { k = k, from = from, member = member, tag = tag,
-                                  known = { slot = slot, limit = limit, running = running + woken } }
+                                  known = { slot = slot, limit = limit, running = running } }
         else
           rejoin(k, from, member, tag)
           if tokens then add_tokens(k, 1, FAIR_TOKEN_CAP) end
@@ -233,7 +237,9 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   end
   local slot = not uncapped and slot_of(job) or nil
   local taken, running, limit = true, 0, 0
-  if slot then taken, running, limit = take_slot(slot, tier == k.over, known) end
+  -- Past the limit only from `over` while nobody is ready: not a tenant woken into a slot (known) that its
+  -- own job's lower limit does not give it.
+  if slot then taken, running, limit = take_slot(slot, tier == k.over and not known, known) end
   if not taken then
     redis.call('LPUSH', list, job)
     hold_back(k, queue, tier, member, start, slot, limit, running)

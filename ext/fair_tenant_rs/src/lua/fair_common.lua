@@ -1,5 +1,5 @@
 -- Start-time fair queueing over the backlogged tenants of one fair queue (the policy; the Rust module
--- fair.rs holds the same rule as a model with its unit tests, keep the two alike).
+-- fair.rs holds the same rule as a model with its unit tests; src/lockstep.rs runs both side by side).
 --
 -- Keys of a fair queue Q (one hash tag, so one slot):
 --   ready  ZSET   backlogged tenants that may be served; member = 16 hex digits of activation order ..
