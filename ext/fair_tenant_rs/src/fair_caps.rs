@@ -233,8 +233,9 @@ impl CappedSfq {
     }
 
     /// A waiting job taken back in flight by the process a recovery took it from (it had only stalled,
-    /// and is still running it): out of its tenant's backlog as [`CappedSfq::delete`], in flight again
-    /// without a slot (its slot went with the recovery). Returns whether it was still waiting.
+    /// and is still running it): out of its tenant's backlog as [`CappedSfq::delete`], in flight again,
+    /// holding its slot again whatever the scope's count (it runs; the first holder registers the scope).
+    /// Returns whether it was still waiting.
     pub fn reclaim(&mut self, job: u64) -> bool {
         let Some(tenant) = self
             .sfq
@@ -248,6 +249,11 @@ impl CappedSfq {
         let slot = self.slots.get(&job).cloned();
         self.delete(job);
         if let Some(slot) = slot {
+            let holders = self.holders.entry(slot.scope.clone()).or_default();
+            if holders.is_empty() {
+                self.registered.insert(slot.scope.clone(), slot.limit);
+            }
+            holders.insert(job);
             self.slots.insert(job, slot);
         }
         self.inflight.insert(job, tenant);
