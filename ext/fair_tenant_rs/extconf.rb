@@ -14,7 +14,7 @@ unless ENV["FAIR_TENANT_BUILD"] == "cargo"
 end
 
 if defined?(RbSys)
-  puts "sidekiq-fair_tenant-rs: building with rb_sys #{RbSys::VERSION} (create_rust_makefile)"
+  puts "sidekiq-fair_tenant-rs: building with rb_sys #{Gem.loaded_specs["rb_sys"]&.version} (create_rust_makefile)"
   create_rust_makefile("sidekiq/fair_tenant/fair_tenant_rs")
   return
 end
