@@ -7,6 +7,7 @@
 
 unless ENV["FAIR_TENANT_BUILD"] == "cargo"
   begin
+    require "mkmf" # rb_sys/mkmf builds on mkmf's helpers (dummy_makefile)
     require "rb_sys/mkmf"
   rescue LoadError
     nil
