@@ -58,9 +58,15 @@ module PackageSmoke
     log = dirs.flat_map { |dir| Dir[File.join(dir, "gem_make.out")] }.first
     said = log && File.read(log)[/sidekiq-fair_tenant-rs: building with .*/]
     abort "package:smoke: no build path reported in #{log.inspect}" unless said
-    expected = Gem::Specification.find_all_by_name("rb_sys").empty? ? "cargo through its own Makefile" : "rb_sys"
+    expected = rb_sys_installed? ? "rb_sys" : "cargo through its own Makefile"
     abort "package:smoke: #{said} (expected #{expected})" unless said.include?(expected)
     puts "package:smoke: the source gem: #{said.delete_prefix("sidekiq-fair_tenant-rs: ")}"
+  end
+
+  # Whether `gem install` sees the rb_sys gem (outside Bundler, whose bundle leaves it out).
+  def rb_sys_installed?
+    probe = -> { system(RbConfig.ruby, "-e", 'exit(Gem::Specification.find_all_by_name("rb_sys").empty? ? 1 : 0)') }
+    defined?(Bundler) ? Bundler.with_unbundled_env(&probe) : probe.call
   end
 
   def cargo_target_dirs(dir)
