@@ -18,7 +18,8 @@ if defined?(RbSys)
   puts "sidekiq-fair_tenant-rs: building with rb_sys #{Gem.loaded_specs["rb_sys"]&.version} (create_rust_makefile)"
   create_rust_makefile("sidekiq/fair_tenant/fair_tenant_rs") do |r|
     r.profile = ENV.fetch("RB_SYS_CARGO_PROFILE", :release).to_sym
-    r.clean_after_install = true # no cargo build output left in the installed gem
+    r.clean_after_install = true # no cargo build output left in the installed gem: the whole target/ goes
+    r.rubygems_clean_dirs = ["./target", "./cargo-vendor"]
     r.auto_install_rust_toolchain = false # a missing cargo is an error that says so, not a download
   end
   return
