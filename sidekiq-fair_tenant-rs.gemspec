@@ -32,4 +32,7 @@ Gem::Specification.new do |spec|
   spec.extensions = ["ext/fair_tenant_rs/extconf.rb"]
 
   spec.add_dependency "sidekiq", ">= 6.4", "< 9"
+  # The source gem compiles at install (the x86_64-linux gem carries compiled libraries). The rb_sys gem is
+  # used when installed, not needed: extconf.rb falls back to running cargo itself.
+  spec.requirements << "to compile the source gem: Rust >= 1.88 (cargo) and libclang"
 end

@@ -41,6 +41,8 @@ module PackageSmoke
     dirs = Dir[File.join(GEM_HOME, "{gems,extensions/*/*}", spec.full_name)]
     abort "package:smoke: #{spec.full_name} not installed in #{GEM_HOME}" if dirs.empty?
 
+    build_path(dirs)
+
     dirs.each do |dir|
       targets = cargo_target_dirs(dir)
       abort "package:smoke: cargo build output left in #{dir}: #{targets.join(", ")}" unless targets.empty?
@@ -49,6 +51,22 @@ module PackageSmoke
     bytes = Find.find(gem_dir).sum { |path| File.file?(path) ? File.size(path) : 0 }
     abort "package:smoke: #{gem_dir} is #{bytes} bytes (limit #{MAX_BYTES})" if bytes >= MAX_BYTES
     puts "package:smoke: #{gem_dir} is #{(bytes / 1024.0 / 1024).round(1)} MB, no target/ directory"
+  end
+
+  # Which way extconf.rb built it (rb_sys's create_rust_makefile, or its own Makefile), from the build log.
+  def build_path(dirs)
+    log = dirs.flat_map { |dir| Dir[File.join(dir, "gem_make.out")] }.first
+    said = log && File.read(log)[/sidekiq-fair_tenant-rs: building with .*/]
+    abort "package:smoke: no build path reported in #{log.inspect}" unless said
+    expected = rb_sys_installed? ? "rb_sys" : "cargo through its own Makefile"
+    abort "package:smoke: #{said} (expected #{expected})" unless said.include?(expected)
+    puts "package:smoke: the source gem: #{said.delete_prefix("sidekiq-fair_tenant-rs: ")}"
+  end
+
+  # Whether `gem install` sees the rb_sys gem (outside Bundler, whose bundle leaves it out).
+  def rb_sys_installed?
+    probe = -> { system(RbConfig.ruby, "-e", 'exit(Gem::Specification.find_all_by_name("rb_sys").empty? ? 1 : 0)') }
+    defined?(Bundler) ? Bundler.with_unbundled_env(&probe) : probe.call
   end
 
   def cargo_target_dirs(dir)

@@ -1,19 +1,30 @@
 # frozen_string_literal: true
 
-# Builds the Rust extension. With the rb_sys gem present its Makefile generator is used; without it
-# (offline Debian machines), a small Makefile runs cargo directly. Either way the result is installed as
+# Builds the Rust extension. With the rb_sys gem present its Makefile generator is used (the ecosystem's way,
+# as wasmtime-rb and tokenizers build); without it (Debian 12, which does not package it), or with
+# FAIR_TENANT_BUILD=cargo, a small Makefile runs cargo directly. It says which. Either way the result is installed as
 # sidekiq/fair_tenant/fair_tenant_rs.<DLEXT> under sitearchdir, which RubyGems and rake-compiler redirect.
 
-begin
-  require "rb_sys/mkmf"
-rescue LoadError
-  nil
+unless ENV["FAIR_TENANT_BUILD"] == "cargo"
+  begin
+    require "mkmf" # rb_sys/mkmf builds on mkmf's helpers (dummy_makefile)
+    require "rb_sys/mkmf"
+  rescue LoadError
+    nil
+  end
 end
 
 if defined?(RbSys)
-  create_rust_makefile("sidekiq/fair_tenant/fair_tenant_rs")
+  puts "sidekiq-fair_tenant-rs: building with rb_sys #{Gem.loaded_specs["rb_sys"]&.version} (create_rust_makefile)"
+  create_rust_makefile("sidekiq/fair_tenant/fair_tenant_rs") do |r|
+    r.profile = ENV.fetch("RB_SYS_CARGO_PROFILE", :release).to_sym
+    r.clean_after_install = true # no cargo build output left in the installed gem: the whole target/ goes
+    r.rubygems_clean_dirs = ["./target", "./cargo-vendor"]
+    r.auto_install_rust_toolchain = false # a missing cargo is an error that says so, not a download
+  end
   return
 end
+puts "sidekiq-fair_tenant-rs: building with cargo through its own Makefile (no rb_sys gem)"
 
 require "rbconfig"
 
