@@ -26,6 +26,7 @@ require_relative "fair_tenant/job_classes"
 require_relative "fair_tenant/stats"
 require_relative "fair_tenant/queue_config"
 require_relative "fair_tenant/fair_rules_check"
+require_relative "fair_tenant/server_check"
 require_relative "fair_tenant/fair_push"
 require_relative "fair_tenant/fair_fetch_setup"
 require_relative "fair_tenant/fair_units"
@@ -169,6 +170,7 @@ module Sidekiq
           chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
         end
         config.on(:startup) do
+          ServerCheck.verify_at_boot(config)
           FairFetch.install(config) if FairQueues.any?
           QueueConfig.warn_at_boot(config)
           FairRulesCheck.warn_at_boot
