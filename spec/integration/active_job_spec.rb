@@ -22,7 +22,39 @@ class AjProcQueueJob < ActiveJob::Base
   def perform(_kind); end
 end
 
+class AjFairJob < ActiveJob::Base
+  queue_as :fair_aj
+
+  def self.fair_tenant(shop, _index) = "shop-#{shop}"
+
+  def perform(_shop, _index); end
+end
+
 RSpec.describe "ActiveJob on the Sidekiq adapter" do
+  # ActiveJob 7.1+ (Rails 7.2 on Debian forky): a bulk enqueue goes through Sidekiq's push_bulk.
+  if ActiveJob.respond_to?(:perform_all_later)
+    it "counts every job of perform_all_later under its own tenant" do
+      ActiveJob.perform_all_later(Array.new(3) { AjThrottledJob.new(account: 7) } + [AjThrottledJob.new(account: 8)])
+
+      jobs = queue_jobs("default") + queue_jobs("slow")
+      expect(jobs.map { |job| job["fair_tenant"] }).to contain_exactly(*%w[account-7] * 3, "account-8")
+      expect(Sidekiq::FairTenant.stats.tenant(AjThrottledJob, "account-7")[:windows].first[:count]).to eq(3)
+      expect(Sidekiq::FairTenant.stats.tenant(AjThrottledJob, "account-8")[:windows].first[:count]).to eq(1)
+    end
+
+    it "puts every job of perform_all_later on a fair queue in its tenant's list" do
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair_aj] }
+      ActiveJob.perform_all_later(Array.new(4) { |i| AjFairJob.new(i.even? ? "a" : "b", i) })
+
+      base = Sidekiq::FairTenant::FairQueues.base("fair_aj")
+      expect(%w[a b].map { |shop| redis.llen("#{base}t:shop-#{shop}") }).to eq([2, 2])
+      expect(queue_size("fair_aj")).to eq(0)
+      expect(Sidekiq::Queue.new("fair_aj").size).to eq(4)
+    ensure
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+    end
+  end
+
   it "re-routes past the threshold, with the tenant from self.fair_tenant(*arguments)" do
     3.times { AjThrottledJob.perform_later(account: 7) }
     AjThrottledJob.perform_later(account: 8)

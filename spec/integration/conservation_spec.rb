@@ -165,8 +165,10 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
     fetch = fetcher("live:6:a")
 
     unit = fetch.retrieve_work
+    expect(jid(unit)).to eq(jid) # served first; the thread adopts queue:fair's jobs at its next call
+    expect(redis.llen("queue:fair")).to eq(1)
 
-    expect(jid(unit)).to eq(jid)
+    expect(fetch.retrieve_work).to be_nil # adopted: to the dead set; then nothing to serve
     expect(redis.zrange("dead", 0, -1)).to eq(["[\"garbage-5\"]"])
     expect(redis.llen("queue:fair")).to eq(0)
   end

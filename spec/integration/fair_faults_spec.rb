@@ -60,8 +60,8 @@ RSpec.describe "Fair queues through faults" do
     expect(in_flight).to eq(0)
   end
 
-  it "does not recover a live process over a heartbeat lapse; recovers a stalled one, which re-registers " \
-     "and loses none when later SIGKILLed" do
+  it "does not recover a live process over a heartbeat lapse; recovers a stalled one, which re-registers, " \
+     "takes its jobs back and loses none when later SIGKILLed" do
     40.times { |i| SteadyFairJob.perform_async("acme", i, 2000) }
     live = start_server(concurrency: 4)
     identity = identity_of(live)
@@ -87,9 +87,12 @@ RSpec.describe "Fair queues through faults" do
     expect(redis.smembers(registry)).not_to include(identity)
     Process.kill("CONT", live.pid)
 
-    wait_for("re-registered with its next job") { redis.smembers(registry).include?(identity) }
+    wait_for("re-registered with its next call") { redis.smembers(registry).include?(identity) }
     done = finished.size
     wait_for("a few more jobs") { finished.size >= done + 4 }
+    # It took the copies of its recovered jobs back (nobody else had taken them): none ran twice.
+    expect(events.map { |e| e["index"] }.tally.select { |_, n| n > 1 }).to eq({})
+    expect(redis.exists?(Sidekiq::FairTenant::Native::Fair.recovered_key(identity))).to be(false)
     live.kill!
     redis.del(identity)
 
@@ -211,6 +214,58 @@ RSpec.describe "Fair queues through faults" do
     end
 
     def entry(job, queue: "fair", tenant: "acme") = "#{queue.bytesize}:#{queue}#{tenant.bytesize}:#{tenant}#{job}".b
+
+    context "when the recovered process was only stalled" do
+      let(:stalled) { Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "stalled-host:1:s") }
+      let(:copies) { Sidekiq::FairTenant::Native::Fair.recovered_key(stalled.identity) }
+
+      def waiting = redis.lrange("#{base}t:acme", 0, -1).map { |job| JSON.parse(job)["args"][1] }
+      def in_flight_of(fetch) = redis.lrange(fetch.inflight_key, 0, -1).map { |e| JSON.parse(e[/\{.*/])["args"][1] }
+
+      # Two jobs running in the stalled process; the sweep takes them back (its heartbeat long gone).
+      def stall_and_recover
+        4.times { |i| SteadyFairJob.perform_async("acme", i) }
+        running = Array.new(2) { stalled.retrieve_work }
+        Sidekiq::FairTenant::FairFetch::Liveness.fetching_as(nil) # its heartbeat thread stalls with it
+        redis.hset(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key, stalled.identity,
+                   (Time.now.to_f - 60).to_s)
+        expect(sweep).to include(recovered: 2, processes: 1)
+        expect(waiting).to eq([0, 1, 2, 3]) # the copies in front
+        expect(redis.smembers(registry)).not_to include(stalled.identity)
+        expect(redis.hlen(copies)).to eq(2)
+        running
+      end
+
+      it "takes the copies still waiting back before it fetches again, so it runs none twice" do
+        running = stall_and_recover
+        running.first.acknowledge # finished while it was taken for dead
+
+        expect(stalled.retrieve_work.job).to include('"args":["acme",2') # not a copy of its own jobs
+        expect(redis.smembers(registry)).to include(stalled.identity)
+        expect(redis.exists?(copies)).to be(false)
+        expect(waiting).to eq([3])
+        expect(in_flight_of(stalled)).to contain_exactly(1, 2) # the finished one acknowledged, the other back
+        running.last.acknowledge
+        stalled.flush_acks
+        expect(in_flight_of(stalled)).to eq([2])
+        expect(redis.hget("#{base}state", "n").to_i).to eq(1)
+      end
+
+      it "leaves a copy another process took to it (at least once), and an acknowledgement leaves nothing behind" do
+        running = stall_and_recover
+        other = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "other-host:1:o")
+        taken = other.retrieve_work # the copy of job 0
+        expect(taken.job).to include('"fair_tenant_interrupted":1').and include('"args":["acme",0')
+
+        running.each(&:acknowledge)
+        stalled.flush_acks # an acknowledgement without a fetch (a thread about to block) looks too
+        expect(redis.smembers(registry)).to include(stalled.identity)
+        expect(in_flight_of(stalled)).to eq([])
+        expect(waiting).to eq([2, 3])
+        expect(redis.hget("#{base}state", "n").to_i).to eq(2)
+        expect(in_flight_of(other)).to eq([0])
+      end
+    end
 
     it "puts back a job whose bytes are not UTF-8 with its bytes intact (its interruption count written in)" do
       job = %({"class":"FairJob","queue":"fair","args":["caf\xE9",1],"jid":"latin1"}).b

@@ -22,8 +22,16 @@ Sidekiq.configure_server do |config|
       config[:fetch_class] = other
     end
   end
+  # FAIR_APP_CAPSULE=1 (Sidekiq 7+): a second capsule, "second", of 2 threads on the fair queue fair2.
+  if ENV["FAIR_APP_CAPSULE"]
+    config.capsule("second") do |capsule|
+      capsule.concurrency = 2
+      capsule.queues = %w[fair2]
+    end
+  end
   # FAIR_APP_PLAIN=1: no fair queues, so the process runs Sidekiq's own BasicFetch.
-  Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : %w[fair] }
+  fair_queues = ENV["FAIR_APP_CAPSULE"] ? %w[fair fair2] : %w[fair]
+  Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : fair_queues }
 end
 
 require_relative "parent_watch"
@@ -144,5 +152,35 @@ class ProbeFairJob
   def perform(tenant, _index)
     left = Sidekiq.redis { |conn| conn.call("LLEN", "queue:fair") }
     FairApp.record("start", jid, "fair", tenant, left.to_i)
+  end
+end
+
+# args: tenant, index, sleep_ms; in the queue fair2 (FAIR_APP_CAPSULE's second capsule).
+class SecondCapsuleJob < SteadyFairJob
+  sidekiq_options queue: "fair2"
+end
+
+if defined?(Sidekiq::IterableJob)
+  # Sidekiq 7.3+'s iterable job (args: tenant, count): one element every 0.2 s; an interruption (the process
+  # stopping) re-pushes it through Sidekiq::Client, and it resumes from its cursor.
+  class FairIterableJob
+    include Sidekiq::IterableJob
+
+    sidekiq_options queue: "fair", retry: false
+
+    def self.fair_tenant(tenant, *) = tenant
+
+    def build_enumerator(_tenant, count, cursor:)
+      array_enumerator((0...count).to_a, cursor: cursor)
+    end
+
+    def each_iteration(element, tenant, _count)
+      FairApp.record("iteration", jid, "fair", tenant, element)
+      sleep 0.2
+    end
+
+    def on_complete
+      FairApp.record("complete", jid, "fair", arguments.first, -1)
+    end
   end
 end

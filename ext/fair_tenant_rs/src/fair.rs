@@ -132,6 +132,18 @@ pub fn recovery_suspects_key() -> String {
 /// 8.x), so a live process whose key was deleted or evicted has beaten again by then.
 pub const RECOVERY_LAPSE_SECONDS: u64 = 11;
 
+/// The copies a recovery made of one process's in-flight jobs: original entry -> the copy's entry (its
+/// queue, tenant and payload as put back). A process that comes back (it had stalled) takes the copies
+/// still waiting back into its in-flight list, as they were, before it fetches anything, so it neither
+/// fetches them again nor leaves them to run after it finished them.
+pub fn recovered_key(identity: &str) -> String {
+    format!("{PREFIX}recovered:{identity}")
+}
+
+/// How long a recovery's copies are remembered for their process to come back: a process stalled
+/// longer than this runs them again (at least once).
+pub const RECOVERED_KEEP_SECONDS: u64 = 3600;
+
 /// Held (SET NX, with a TTL) by the process recovering orphaned in-flight jobs.
 pub fn recovery_lock_key() -> String {
     format!("{PREFIX}recovery-lock")

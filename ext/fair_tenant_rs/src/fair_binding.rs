@@ -90,6 +90,11 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         magnus::function!(fair::recovery_suspects_key, 0),
     )?;
     module.const_set("RECOVERY_LAPSE_SECONDS", fair::RECOVERY_LAPSE_SECONDS)?;
+    module.define_singleton_method(
+        "recovered_key",
+        magnus::function!(|identity: String| fair::recovered_key(&identity), 1),
+    )?;
+    module.const_set("RECOVERED_KEEP_SECONDS", fair::RECOVERED_KEEP_SECONDS)?;
     module.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
     module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;

@@ -7,8 +7,6 @@ module Sidekiq
       # from where it was): the set trimmed as Sidekiq's DeadSet#kill trims it, Sidekiq's death handlers
       # called for a job, and one rate-limited warning naming the cause.
       module Dead
-        LOG = RateLimitedLog.new
-
         module_function
 
         # A payload decoded for the dead set: a job Hash, or nil when it is not a job (not a JSON object).
@@ -74,7 +72,7 @@ module Sidekiq
         end
 
         def warn(payload, raw, reason, queue)
-          LOG.warn([:dead, reason.class], ::Sidekiq.logger) do
+          FairTenant.warn(:dead, reason.class) do
             what = payload ? "job #{payload["class"]} #{payload["jid"]}" : "payload #{raw.b[0, 60].inspect}"
             "#{what}#{" of fair queue #{queue}" if queue} sent to the dead set: #{reason}"
           end

@@ -19,10 +19,11 @@ module Sidekiq
       include Acks
 
       TIMEOUT = 2
-      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: beside a job served,
-      # and (fewer, so that the first job of a large backlog starts at once) when none waits in fair order.
+      # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: ADOPT_BATCH by a
+      # thread's next call after it was handed a job (the job starts first), and ADOPT_FIRST when none waits
+      # in fair order (few, so that the first job of a large backlog starts at once).
       ADOPT_BATCH = 100
-      ADOPT_FIRST = 10
+      ADOPT_FIRST = 2
 
       attr_reader :inflight_key, :identity
 
@@ -32,6 +33,7 @@ module Sidekiq
         @capsule, @strict, @queues = FairFetch.queue_settings(capsule_or_options)
         @identity = identity
         @inflight_key = Native::Fair.inflight_key(@identity)
+        @keys = [@inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Native::Fair.recovered_key(@identity)]
         init_acks
         Liveness.fetching_as(@identity)
         Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
@@ -70,16 +72,18 @@ module Sidekiq
       def finish(mode, entries, conn = nil)
         return redis { |c| finish(mode, entries, c) } unless conn
 
-        FairQueues.run(conn, "ack", [inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY,
-                                     Recovery::SUSPECTS, "dead"],
-                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", *entries])
+        FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
+                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
+                        *entries])
       end
 
       private
 
-      # Now and then recovers dead processes' jobs. (A process registers for recovery with its first
-      # in-flight job, in the fetch script, and again whenever its list was emptied by a recovery.)
+      # Adopts what the thread's last fetch left (FairFetch.adopt_left); now and then recovers dead processes'
+      # jobs. (A process registers for recovery in its first fetch or acknowledgement, and again in the first
+      # after a recovery took its jobs: the scripts look each time.)
       def housekeeping(conn)
+        FairFetch.adopt_left(conn, ADOPT_BATCH)
         Recovery.sweep(conn, @identity) if Recovery.due?
       end
 
@@ -104,9 +108,11 @@ module Sidekiq
         pairs = names.flat_map { |name| [FairQueues.fair?(name) ? FairQueues.base(name) : "", name] }
         3.times do
           reply = fetch_once(conn, woken, pairs) or return nil
-          # Jobs to adopt: first when nothing waits in fair order, else beside the job served.
-          FairQueues.adopt(conn, reply[0], reply.size == 1 ? ADOPT_FIRST : ADOPT_BATCH) if adopt?(reply)
-          work = unit(reply) and return work
+          # Jobs to adopt: a few at once when nothing waits in fair order, else more after the job served.
+          next FairQueues.adopt(conn, reply[0], ADOPT_FIRST) if reply.size == 1
+
+          FairFetch.adopt_later(reply[0]) if reply[5].to_i == 1
+          return unit(reply)
         end
         nil
       end
@@ -115,17 +121,13 @@ module Sidekiq
       def fetch_once(conn, woken, pairs)
         acks = pending_acks
         argv = [woken ? "1" : "0", @identity, acks.size, *acks, *pairs]
-        reply = FairQueues.run(conn, "fetch", [inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY], argv)
+        reply = FairQueues.run(conn, "fetch", @keys, argv)
         acks_applied(acks)
         reply
       end
 
-      def adopt?(reply) = reply.size == 1 || reply[5].to_i == 1
-
-      # The unit of work of a reply (nil: jobs to adopt, nothing served).
+      # The unit of work of a reply that served a job.
       def unit(reply)
-        return nil if reply.size == 1
-
         queue, tenant, job, entry, held = reply
         FairFetch.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant

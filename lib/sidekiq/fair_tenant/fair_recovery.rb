@@ -11,7 +11,10 @@ module Sidekiq
       # suspicion of it (Liveness), so a live process whose key was deleted or evicted keeps its jobs, and only
       # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
       # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
-      # suspected, on the connection it fetches with, so jobs stay in their shard.
+      # suspected, on the connection it fetches with, so jobs stay in their shard. A recovered process leaves
+      # the registry, and its copies are remembered for KEEP seconds: a process that was only stalled finds
+      # itself missing at its next call, registers again and takes back the copies still waiting (the scripts'
+      # ensure_registered), so it runs none of its jobs twice unless another process took a copy meanwhile.
       #
       # Payloads move as bytes. A job interrupted Interruptions::MAX times, and a payload that is not a job,
       # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
@@ -21,6 +24,7 @@ module Sidekiq
         REGISTRY = Native::Fair.registry_key.freeze
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
         LOCK = Native::Fair.recovery_lock_key.freeze
+        KEEP = Native::Fair::RECOVERED_KEEP_SECONDS
 
         @next = 0.0
         @mutex = Mutex.new
@@ -57,9 +61,10 @@ module Sidekiq
             key = Native::Fair.inflight_key(identity)
             killed = []
             triples = conn.call("LRANGE", key, 0, -1).flat_map { |entry| disposition(entry, killed) }
-            found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead"],
+            found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead",
+                                                 Native::Fair.recovered_key(identity)],
                                    ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, identity,
-                                    Time.now.to_f.to_s, *triples])
+                                    Time.now.to_f.to_s, KEEP, *triples])
             Dead.written(killed)
             log(identity, found) if found.positive?
             found

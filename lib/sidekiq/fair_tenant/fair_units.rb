@@ -3,14 +3,26 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # Which job's concurrency slot the fetch took, per thread: Sidekiq runs a job's middleware in the thread
-      # that fetched it, right after the fetch.
+      # What a fetch leaves for later, per thread: which job's concurrency slot it took (Sidekiq runs a job's
+      # middleware in the thread that fetched it, right after the fetch), and a queue to adopt jobs of.
       module Held
         KEY = :sidekiq_fair_tenant_held
+        ADOPT_KEY = :sidekiq_fair_tenant_adopt_later
 
         # The jid of the job this thread just fetched, when the fetch took its slot ("" or nil: none).
         def held!(jid)
           Thread.current[KEY] = jid.nil? || jid.empty? ? nil : jid
+        end
+
+        # This thread adopts jobs of `queue:<queue>` into fair order at its next call (after its job started).
+        def adopt_later(queue)
+          Thread.current[ADOPT_KEY] = queue
+        end
+
+        def adopt_left(conn, batch)
+          queue = Thread.current[ADOPT_KEY] or return
+          Thread.current[ADOPT_KEY] = nil
+          FairQueues.adopt(conn, queue, batch)
         end
 
         # True once, in the thread that fetched it, for a job whose slot the fetch took (the server middleware

@@ -16,7 +16,7 @@ module Conservation
       check_registry(view)
       check_jobs(view)
       check_garbage_recovery(view) if @swept
-      view
+      @last_view = view
     end
 
     # A live process's in-flight list holds exactly the entries of the units it runs and of the
@@ -32,6 +32,7 @@ module Conservation
         end
         list.each do |entry, count|
           extra = count - expected.fetch(entry, 0)
+          extra -= reclaimed(process, entry, extra) if extra.positive?
           next unless extra.positive?
 
           violation(:unexpected_entry, "#{process.identity}'s in-flight list holds #{entry[0, 100].inspect} " \
@@ -44,6 +45,15 @@ module Conservation
     def expected_entries(process)
       process.units.reject(&:stale).filter_map(&:entry) + process.pending.reject(&:stale).map(&:entry) +
         process.leaked
+    end
+
+    # A recovered process that was only stalled took the copies still waiting back at its next call: the
+    # entries of its stale units are in its list again, and those units are its own again. Returns how many.
+    def reclaimed(process, entry, count)
+      helds = (process.units + process.pending).select { |held| held.stale && held.entry == entry }.first(count)
+      helds.each { |held| held.stale = false }
+      @notes[:reclaimed] += helds.size
+      helds.size
     end
 
     # Entries gone from a live process's list: the units are stale from now on (and entries left over by an

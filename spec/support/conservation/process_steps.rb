@@ -11,7 +11,7 @@ module Conservation
       return "crash: no process" unless process && @processes.size > 1
 
       @processes.delete(process)
-      process.fetcher.instance_variable_get(:@acks).clear # the process is gone: what it had in memory with it
+      process.fetcher.instance_variable_get(:@acks).list.clear # the process is gone: what it had in memory with it
       Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(process.fetcher)
       process.pending.each { |held| @jobs[held.id].unconfirmed = true unless held.stale }
       process.units.each { |held| @jobs[held.id].lost_ok = true if !held.entry && !held.stale }

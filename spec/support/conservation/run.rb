@@ -126,6 +126,21 @@ module Conservation
       found[:count] += 1
     end
 
+    # The acknowledgement of a job recovered while its process stalled. That process's call took the copy back
+    # first if it still waited, and dropped it with the original entry: the job is then nowhere and done. A copy
+    # another process took runs there too (at least once).
+    def stale_acknowledged(held)
+      places = sidekiq_redis { |conn| RedisView.new(conn, FAIR_QUEUES) }.places.fetch(held.id, [])
+      job = @jobs[held.id]
+      was_waiting = @last_view&.places&.fetch(held.id, [])&.any? { |kind, _| kind == :tenant }
+      if places.empty? && was_waiting && !job.done
+        job.done = true unless job.garbage
+        @notes[:acked_after_reclaim] += 1
+      else
+        @notes[:ran_twice_after_lapse] += 1
+      end
+    end
+
     # Acknowledgements the process had when a fetch or flush of it succeeded were sent with it. One that
     # raised may have sent them or not; those it did not send are sent by the next one that succeeds.
     def confirm_acks(process, pending, failed: nil)
@@ -134,9 +149,10 @@ module Conservation
       list = sidekiq_redis { |conn| conn.call("LRANGE", process.fetcher.inflight_key, 0, -1) }.map(&:b).tally
       pending.each do |held|
         next if failed && !held.stale && list.fetch(held.entry, 0).positive?
+        next if failed && held.stale # the call that takes its copy back may not have run
 
         process.pending.delete_if { |other| other.equal?(held) }
-        next if held.stale
+        next stale_acknowledged(held) if held.stale
 
         if list.fetch(held.entry, 0).positive?
           violation(:ack_not_applied, "#{process.identity}: the ack of #{held.id} was pending when a fetch or " \

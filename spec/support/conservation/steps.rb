@@ -96,10 +96,8 @@ module Conservation
         job.killed = true
       end
       held.unit.acknowledge
-      if held.stale
-        @notes[:ran_twice_after_lapse] += 1
-      elsif held.entry
-        process.pending << held
+      if held.entry
+        process.pending << held # stale: the ack takes its copy back first if it still waits (confirm_acks)
       elsif !job&.garbage
         job.done = true
       end

@@ -1,8 +1,9 @@
 -- Acknowledges (drops), requeues or recovers in-flight jobs. Payloads are moved as the bytes they are:
 -- nothing here decides from a payload whether to keep it.
--- KEYS  inflight (a process's list), weights, registry, suspects, dead (Sidekiq's dead set)
+-- KEYS  inflight (a process's list), weights, registry, suspects, dead (Sidekiq's dead set), recovered (the
+--       copies of the list's process's recovered jobs)
 -- ARGV  mode, base template (the queue's key prefix with %Q for its name), cap, identity (the list's
---       process), now (seconds, the dead set's score), then:
+--       process), now (seconds, the dead set's score), keep (seconds the copies are remembered), then:
 --       "ack", "requeue": in-flight entries;
 --       "recover": entry, action, job triples. action "fair": the job (its interruption count raised, or
 --       as it was) back to the front of its tenant; "plain": to the front of `queue:<name>` (the queue is
@@ -10,13 +11,17 @@
 -- "requeue"/"recover": a job going back to a fair queue goes to the *front* of its tenant's list (it runs
 -- next for that tenant), the tenant is activated if it had gone idle, and idle fetchers get a wake-up token.
 -- A job that held a concurrency slot gives it back, and tenants waiting on its scope are woken (with tokens).
--- "recover": a list left empty is forgotten (registry and suspects); its process re-registers with its next
--- in-flight job (fair_fetch.lua).
+-- "recover": each copy put back in a fair queue is remembered (recovered, for `keep` seconds), and the
+-- process is forgotten (registry and suspects): if it was only stalled, its next call registers it again and
+-- takes back the copies still waiting (ensure_registered), so it does not run a job twice.
+-- "ack", "requeue": called by the list's own process, which registers again first if it is missing.
 -- Returns how many entries were found in the in-flight list.
 local mode, template, cap, identity, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local keep = tonumber(ARGV[6])
 local step = mode == 'recover' and 3 or 1
 local found = 0
-for i = 6, #ARGV, step do
+if mode ~= 'recover' then ensure_registered(identity, KEYS[1], KEYS[3], KEYS[6], KEYS[2]) end
+for i = 7, #ARGV, step do
   local entry = ARGV[i]
   if redis.call('LREM', KEYS[1], -1, entry) == 1 then -- from the tail, where the oldest are
     found = found + 1
@@ -40,10 +45,14 @@ for i = 6, #ARGV, step do
       push_front(k, tenant, job, queue)
       redis.call('HINCRBY', k.state, 'n', 1)
       add_tokens(k, 1, cap)
+      if mode == 'recover' then
+        redis.call('HSET', KEYS[6], entry, inflight_entry(queue, tenant, job))
+        redis.call('EXPIRE', KEYS[6], keep)
+      end
     end
   end
 end
-if mode == 'recover' and redis.call('LLEN', KEYS[1]) == 0 then
+if mode == 'recover' then
   redis.call('SREM', KEYS[3], identity)
   redis.call('HDEL', KEYS[4], identity)
 end

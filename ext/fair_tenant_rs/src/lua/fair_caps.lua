@@ -336,3 +336,104 @@ local function serve(k, queue, uncapped, woken)
   end
   return nil
 end
+
+-- The first member of `zset` matching the glob `pattern` that `accept` takes, with its score (ZSCAN MATCH,
+-- so the whole set is walked in Redis, not in Lua).
+local function find_member(zset, pattern, accept)
+  local at = '0'
+  repeat
+    local step = redis.call('ZSCAN', zset, at, 'MATCH', pattern, 'COUNT', 1000)
+    at = step[1]
+    for i = 1, #step[2], 2 do
+      if accept(step[2][i]) then return step[2][i], tonumber(step[2][i + 1]) end
+    end
+  until at == '0'
+  return nil
+end
+
+local function glob_escape(s)
+  return (s:gsub('[%*%?%[%]\\]', '\\%0'))
+end
+
+local HEX16 = string.rep('?', 16)
+
+-- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
+-- (capped or over), its member there and start tag, or nil (not held on this scope).
+local function unwait(k, queue, slot, tenant)
+  local prefix = #queue .. ':' .. queue
+  local entry = find_member(slot.waiting, '[co]' .. glob_escape(prefix) .. HEX16 .. glob_escape(tenant),
+    function(e) return e:sub(2, #prefix + 1) == prefix and e:sub(#prefix + 18) == tenant end)
+  if not entry then return nil end
+  redis.call('ZREM', slot.waiting, entry)
+  local member = entry:sub(#prefix + 2)
+  local tier = entry:sub(1, 1) == 'o' and k.over or k.capped
+  local tag = tonumber(redis.call('ZSCORE', tier, member))
+  if not tag then return nil end
+  return tier, member, tag
+end
+
+-- A tenant whose list a removal emptied (`last`: that job) leaves every place it was in, its start tag kept
+-- in fin while ahead of v.
+local function leave(k, queue, tenant, last)
+  redis.call('ZREM', k.heads, tenant)
+  if redis.call('SREM', k.paused, tenant) == 1 then return end
+  local slot = slot_of(last)
+  local tier, member, tag
+  if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
+  if not member then
+    for _, set in ipairs({ k.ready, k.over, k.capped }) do
+      member, tag = find_member(set, HEX16 .. glob_escape(tenant), function(m) return m:sub(17) == tenant end)
+      if member then
+        tier = set
+        break
+      end
+    end
+  end
+  if not member then return end
+  redis.call('ZREM', tier, member)
+  if tag > (tonumber(redis.call('HGET', k.state, 'v')) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+end
+
+-- Takes one waiting job (the exact payload) out of `tenant`'s list of a fair queue, the scheduling state
+-- following as when a job is served: `n` drops by one; a tenant whose list empties leaves the rotation; a
+-- tenant whose oldest job went has its next job's time in heads and, if it was held back on that job's
+-- scope, rejoins the rotation with a wake-up token. Returns true when the job was there.
+local function take_waiting(k, queue, tenant, job)
+  local list = k.prefix .. tenant
+  local head = redis.call('LINDEX', list, 0)
+  if not head or redis.call('LREM', list, 1, job) == 0 then return false end
+  redis.call('HINCRBY', k.state, 'n', -1)
+  local next_job = redis.call('LINDEX', list, 0)
+  if not next_job then
+    leave(k, queue, tenant, job)
+  elseif head == job then
+    redis.call('ZADD', k.heads, job_time(next_job), tenant)
+    local slot = slot_of(job)
+    local tier, member, tag
+    if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
+    if member then
+      rejoin(k, tier, member, tag)
+      add_tokens(k, 1, FAIR_TOKEN_CAP)
+    end
+  end
+  return true
+end
+
+-- A process missing from the registry (new, or its in-flight jobs were recovered while it stalled)
+-- registers again before it fetches or acknowledges anything. The copies of its recovered jobs still
+-- waiting go back into its in-flight list as they were (it is still running those jobs, or finished them
+-- and its acknowledgement follows), so it does not fetch them again, and nobody runs them after it
+-- finished them. A copy already taken by another process runs there too (at least once).
+local function ensure_registered(identity, inflight, registry, recovered, weights)
+  if redis.call('SISMEMBER', registry, identity) == 1 then return end
+  redis.call('SADD', registry, identity)
+  local copies = redis.call('HGETALL', recovered)
+  if #copies == 0 then return end
+  for i = 1, #copies, 2 do
+    local queue, tenant, job = parse_entry(copies[i + 1])
+    if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job) then
+      redis.call('RPUSH', inflight, copies[i]) -- at the tail, with the oldest in flight
+    end
+  end
+  redis.call('DEL', recovered)
+end

@@ -2,10 +2,11 @@
 -- weights chose. From a fair queue: the next job in fair order, moved to the process's in-flight list
 -- in the same step (a job is always in exactly one place). From a plain queue: RPOP, as BasicFetch.
 -- Acknowledgements of jobs that finished since the last call come first (they ride along, so a job costs
--- one round trip: its fetch). A process whose in-flight list was empty (new, or recovered after a
--- heartbeat lapse) is (re-)registered for recovery in the same step as its first entry: a non-empty
--- in-flight list always belongs to a registered process.
--- KEYS  inflight (this process's list), weights, registry (processes with in-flight lists)
+-- one round trip: its fetch). Before both, a process missing from the registry registers again and takes
+-- back the copies of its recovered jobs that still wait (ensure_registered): no fetch by a process that is
+-- not registered for recovery, and none of a job the process is still running.
+-- KEYS  inflight (this process's list), weights, registry (processes with in-flight lists), recovered
+--       (copies of this process's recovered jobs)
 -- ARGV  woken ("1": the caller already took a wake-up token), identity (this process), n, then n in-flight
 --       entries to drop, then base, queue pairs (base "" for a plain queue)
 -- An acknowledged job that held a concurrency slot gives it back (fair_caps.lua), and a tenant that waited
@@ -18,6 +19,8 @@ local woken = ARGV[1] == '1'
 local identity = ARGV[2]
 local acks = tonumber(ARGV[3])
 local woken_by_acks = {} -- tenants a released slot woke: served by this call if their turn comes first
+
+ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
 
 for i = 4, 3 + acks do
   if redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 then -- from the tail, where the oldest in-flight jobs are
@@ -40,7 +43,7 @@ for i = 4 + acks, #ARGV, 2 do
     if tenant then
       if not woken then redis.call('RPOP', k.sig) end
       local entry = inflight_entry(queue, tenant, job)
-      if redis.call('LPUSH', KEYS[1], entry) == 1 then redis.call('SADD', KEYS[3], identity) end
+      redis.call('LPUSH', KEYS[1], entry)
       settle(woken_by_acks)
       return { queue, tenant, job, entry, held or '', waiting and 1 or 0 }
     elseif waiting then
