@@ -26,6 +26,7 @@ require_relative "fair_tenant/routing/options_validation"
 require_relative "fair_tenant/instrumentation"
 require_relative "fair_tenant/job_classes"
 require_relative "fair_tenant/routing/stats"
+require_relative "fair_tenant/settings/server_check"
 require_relative "fair_tenant/routing/queue_config"
 require_relative "fair_tenant/fair_queues/fair_rules_check"
 require_relative "fair_tenant/fair_queues/fair_push"
@@ -173,6 +174,7 @@ module Sidekiq
           chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
         end
         config.on(:startup) do
+          ServerCheck.verify_at_boot(config)
           FairFetch.install(config) if FairQueues.any?
           QueueConfig.warn_at_boot(config)
           FairRulesCheck.warn_at_boot

@@ -29,4 +29,13 @@ RSpec.describe "queue check at Sidekiq server boot" do
     expect(log).not_to include("re-routes to")
     expect(log).not_to include("outweighs")
   end
+
+  it "names the Redis server whose version it checked against what the scripts need" do
+    name = RedisServer.binary.delete_suffix("-server")
+    version = RedisServer.version_of(RedisServer.binary)
+    log = boot(%w[default throttled_2x throttled_4x slow])
+    expect(log).to include("queue check done")
+    expect(log).to match(/Redis server: #{name} #{Regexp.escape(version.to_s)}\b/)
+    expect(log).not_to include("Redis server check skipped")
+  end
 end

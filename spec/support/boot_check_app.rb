@@ -10,7 +10,7 @@ require_relative "jobs"
 
 Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server do |config|
-  config.logger.level = Logger::WARN
+  config.logger.level = Logger::INFO # the Redis server check's line
   # Runs after the gem's own startup hook (registered when it was required).
   config.on(:startup) { config.logger.warn("queue check done") }
 end

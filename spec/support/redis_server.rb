@@ -16,6 +16,7 @@ require "redis"
 #   unixsocket: true                  a unix socket (perm 700) in the server's tmpdir and no TCP port
 #   replica_of: RedisServer           a replica of that server; #start waits for master_link_status:up
 #   args: [...]                       more redis-server arguments
+# The binary is redis-server, or the one FAIR_TENANT_REDIS_SERVER names (valkey-server: the same options).
 # Its stdout/stderr go to #log; a start that fails or times out raises with the log's tail.
 class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options, start, waits and stop
   # A password URLs have to escape: space, @, :, /, %, +, # and ?.
@@ -35,9 +36,19 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
     server&.close
   end
 
+  # The server binary the specs start (sentinels always run redis-server: SentinelServer).
+  def self.binary
+    ENV.fetch("FAIR_TENANT_REDIS_SERVER", "redis-server")
+  end
+
   # The installed redis-server's version (options and SENTINEL DEBUG that need 7.0 are left out before).
   def self.redis_version
-    @redis_version ||= Gem::Version.new(`redis-server --version`[/v=([\d.]+)/, 1] || "0")
+    @redis_version ||= version_of("redis-server")
+  end
+
+  # `redis-server --version` and `valkey-server --version` both print v=X.Y.Z.
+  def self.version_of(binary)
+    (@versions ||= {})[binary] ||= Gem::Version.new(IO.popen([binary, "--version"], &:read)[/v=([\d.]+)/, 1] || "0")
   end
 
   # rubocop:disable Metrics/ParameterLists
@@ -76,7 +87,7 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
   def start
     return self if running?
 
-    @pid = Process.spawn("sh", "-c", WATCHDOG, "watchdog", Process.pid.to_s, *server_args,
+    @pid = Process.spawn("sh", "-c", WATCHDOG, "watchdog", Process.pid.to_s, binary, *server_args,
                          %i[out err] => [@log, "a"], pgroup: true)
     RedisServer.started << self # SentinelServer's too: one list for stop_all
     wait_until_ready
@@ -159,11 +170,11 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
     FileUtils.rm_rf(@dir)
   end
 
-  # Runs redis-server and stops it when asked (TERM) or when the process that started it is
+  # Runs the server binary and stops it when asked (TERM) or when the process that started it is
   # gone, even if that process crashed before its at_exit hooks ran.
   WATCHDOG = <<~SH
-    parent=$1; shift
-    redis-server "$@" & server=$!
+    parent=$1; binary=$2; shift 2
+    "$binary" "$@" & server=$!
     trap 'kill $server 2>/dev/null; wait $server; exit 0' TERM INT
     while kill -0 "$parent" 2>/dev/null && kill -0 "$server" 2>/dev/null; do sleep 0.5; done
     kill $server 2>/dev/null; wait $server
@@ -171,12 +182,16 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
 
   private
 
+  def binary
+    self.class.binary
+  end
+
   def server_args
     args = ["--port", (tls || !port ? 0 : port).to_s, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--enable-debug-command", "local", "--dir", @dir, "--daemonize", "no", "--loglevel", @loglevel,
             "--repl-diskless-sync-delay", "0"] # a replica's first sync starts at once, not after 5 s
     # A master stopped with TERM does not wait (up to 10 s) for its replicas to catch up.
-    args += ["--shutdown-timeout", "0"] if self.class.redis_version >= Gem::Version.new("7")
+    args += ["--shutdown-timeout", "0"] if self.class.version_of(binary) >= Gem::Version.new("7")
     args + tls_args + socket_args + auth_args + replica_args + @extra_args.map(&:to_s)
   end
 

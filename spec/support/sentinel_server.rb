@@ -104,6 +104,10 @@ class SentinelServer < RedisServer
     "\"#{value.to_s.gsub(/["\\]/) { |c| "\\#{c}" }}\""
   end
 
+  def binary
+    "redis-server"
+  end
+
   def server_args
     [config_file, "--sentinel"]
   end

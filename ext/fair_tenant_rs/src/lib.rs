@@ -7,13 +7,15 @@
 //! measures against), [`concurrency`],
 //! [`slots`], [`stats`], [`queues`], [`keys`], [`handle`] (the pool and key format the
 //! bindings share), [`pool`], [`connect`] (opening one connection), [`outage`], [`server`],
+//! [`server_check`] (what the scripts need from the server),
 //! [`sentinel`], [`tls`], [`error`], [`build_info`].
 //!
 //! Binding layer, one file per Ruby class under `Sidekiq::FairTenant::Native`, converting and
 //! nothing else: `client` (`Client`: the connection, and `client.router`/`slots`/`stats`/`limits`),
 //! `router_binding` (`Router`), `slots_binding` (`Slots`), `stats_binding` (`Stats`),
 //! `limits_binding` (`Limits`), `fair_binding` (`Fair`), `rule_set` (`RuleSet`),
-//! `concurrency_rule` (`Concurrency`), `queue_plan` (`QueuePlan`); `Native` itself (`build_info`)
+//! `concurrency_rule` (`Concurrency`), `queue_plan` (`QueuePlan`),
+//! `server_check_binding` (`ServerCheck`); `Native` itself (`build_info`)
 //! below; shared glue (conversions, errors, GVL release, memoized objects) in `helpers`.
 
 pub mod build_info;
@@ -35,6 +37,7 @@ pub mod router;
 pub mod rules;
 pub mod sentinel;
 pub mod server;
+pub mod server_check;
 pub mod slots;
 pub mod stats;
 pub mod tls;
@@ -47,6 +50,7 @@ mod limits_binding;
 mod queue_plan;
 mod router_binding;
 mod rule_set;
+mod server_check_binding;
 mod slots_binding;
 mod stats_binding;
 
@@ -67,6 +71,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     limits_binding::init(ruby, native)?;
     fair_binding::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
+    server_check_binding::init(ruby, native)?;
     resolve_wrapped_classes(ruby);
     Ok(())
 }
