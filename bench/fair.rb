@@ -87,7 +87,7 @@ module FairBench
   # uncapped tenants, interleaved.
   def fill_capped(name, waiting, slot, others)
     payload = ->(jid) { { "class" => "BenchFairJob", "queue" => name, "args" => [jid], "jid" => jid } }
-    carry = slot ? { "fair_tenant_slot" => slot } : {}
+    carry = slot ? { Sidekiq::FairTenant::Native::Names::SLOT_FIELD => slot } : {}
     big = Array.new(waiting) { |i| ["big", JSON.generate(payload.call("big-#{i}").merge(carry))] }
     small = Array.new(others) { |i| ["small-#{i % 2}", JSON.generate(payload.call("small-#{i}"))] }
     pairs = Array.new([big.size, small.size].max) { |i| [big[i], small[i]] }.flatten(1).compact
@@ -176,7 +176,7 @@ baseline = {}
 [["uncapped", nil], ["static limit 2", 0], ["elastic limit 2", 1]].each do |name, elastic|
   [1_000, 10_000].each do |waiting|
     redis.flushdb
-    slot = elastic && ["t:big", "q:bench_fetch", 2, 60_000, elastic]
+    slot = elastic && [*Sidekiq::FairTenant::Native::Slots.tenant_scope("big", "bench_fetch"), 2, 60_000, elastic]
     FairBench.fill_capped("bench_fetch", waiting, slot, FAIR_FETCHES + 200)
     cost = FairBench.concurrent_fetch_cost("bench_fetch", 10, FAIR_FETCHES)
     baseline[waiting] ||= cost[:commands]

@@ -66,6 +66,7 @@ redis.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
 redis.call("CONFIG", "SET", "slowlog-max-len", "100000")
 queue = Sidekiq::Queue.new("bench")
 base = FairQueues.base("bench")
+list = "#{base}#{Sidekiq::FairTenant::Native::Names::TENANT_LIST}"
 puts "#{JOBS} jobs over #{TENANTS} tenants (#{PAUSED} paused, the oldest), redis #{redis.info["redis_version"]}"
 measure(redis, "Queue#size") { queue.size }
 measure(redis, "Queue#count (walks every job)") { queue.count }
@@ -79,19 +80,19 @@ measure(redis, "fair_stats.queues (startable, paused, held)") do
 end
 newest = "t#{TENANTS - 1}"
 measure(redis, "JobRecord#delete, tenant known (its last job)") do
-  record = Sidekiq::JobRecord.new(redis.lindex("#{base}t:#{newest}", -1), "bench")
+  record = Sidekiq::JobRecord.new(redis.lindex("#{list}#{newest}", -1), "bench")
   record.fair_tenant = newest
   record.delete
 end
 measure(redis, "JobRecord#delete, tenant unknown (scan)") do
-  record = Sidekiq::JobRecord.new(redis.lindex("#{base}t:#{newest}", -1), "bench")
+  record = Sidekiq::JobRecord.new(redis.lindex("#{list}#{newest}", -1), "bench")
   record.fair_tenant = "nobody"
   record.delete
 end
 Sidekiq.redis { |conn| FairQueues.push(conn, "bench", [["solo", job("solo", 0)]]) }
 measure(redis, "JobRecord#delete of a tenant's only job (leaves)") do
-  record = Sidekiq::JobRecord.new(redis.lindex("#{base}t:solo", 0), "bench")
+  record = Sidekiq::JobRecord.new(redis.lindex("#{list}solo", 0), "bench")
   record.fair_tenant = "solo"
-  [record.delete, redis.zscore("#{base}heads", "solo")]
+  [record.delete, redis.zscore("#{base}#{Sidekiq::FairTenant::Native::Names::HEADS}", "solo")]
 end
 server.stop

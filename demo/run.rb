@@ -253,7 +253,7 @@ end
 # Everything, including the gem's sidekiq-fair_tenant:* counters, slots and parked jobs of the last mode.
 def flush
   redis.flushdb
-  left = redis.scan_each(match: "sidekiq-fair_tenant:*").first(1)
+  left = redis.scan_each(match: "#{Sidekiq::FairTenant::Native::Names::ROOT}:*").first(1)
   raise "flushdb left #{left.first}" if left.any?
 end
 

@@ -2,8 +2,8 @@
 
 use crate::rules::{RawValue, RuleError};
 
-pub const DEFAULT_LIMIT: u64 = 1;
-pub const DEFAULT_LEASE: f64 = 60.0;
+pub const DEFAULT_LIMIT: u64 = crate::names::DEFAULT_LIMIT;
+pub const DEFAULT_LEASE: f64 = crate::names::DEFAULT_LEASE_MS as f64 / 1000.0;
 /// Largest limit accepted, far above any sane number of concurrent jobs per tenant.
 pub const MAX_LIMIT: u64 = 1_000_000;
 

@@ -20,32 +20,32 @@ use std::sync::LazyLock;
 
 use redis::Script;
 
+use crate::names;
+
 macro_rules! fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            FairScript::new(concat!(
+            FairScript::new(crate::names::script(&[
                 include_str!("lua/slots_common.lua"),
                 include_str!("lua/fair_common.lua"),
                 include_str!("lua/fair_caps.lua"),
-                include_str!($file)
-            ))
+                include_str!($file),
+            ]))
         })
     };
 }
 
-/// A script's source (the common part included) and its SHA1, for callers that run it on Sidekiq's
-/// own connections (EVALSHA, then EVAL on NOSCRIPT).
+/// A script's source (the shared names' prelude and the common part included) and its SHA1, for callers
+/// that run it on Sidekiq's own connections (EVALSHA, then EVAL on NOSCRIPT).
 pub struct FairScript {
-    pub source: &'static str,
+    pub source: String,
     pub sha: String,
 }
 
 impl FairScript {
-    fn new(source: &'static str) -> FairScript {
-        FairScript {
-            source,
-            sha: Script::new(source).get_hash().to_string(),
-        }
+    fn new(source: String) -> FairScript {
+        let sha = Script::new(&source).get_hash().to_string();
+        FairScript { source, sha }
     }
 }
 
@@ -83,49 +83,49 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
 }
 
 /// Prefix of every fair-queue key.
-pub const PREFIX: &str = "sidekiq-fair_tenant:fair:";
-/// Most wake-up tokens kept per queue: enough to wake every idle thread of a large fleet.
-pub const TOKEN_CAP: u64 = 1000;
+pub const PREFIX: &str = names::FAIR_PREFIX;
+/// Most wake-up tokens kept per queue.
+pub const TOKEN_CAP: u64 = names::TOKEN_CAP;
 /// The tenant of jobs that name none.
 pub const SHARED_TENANT: &str = "";
 
 /// The key prefix of a fair queue's keys; `{queue}` is its Redis Cluster hash tag.
 pub fn base(queue: &str) -> String {
-    format!("{PREFIX}{{{queue}}}:")
+    names::FAIR_BASE.replacen(names::QUEUE_PLACEHOLDER, queue, 1)
 }
 
 /// [`base`] with `%Q` for the queue's name (the requeue script fills it in per entry).
 pub fn base_template() -> String {
-    format!("{PREFIX}{{%Q}}:")
+    names::FAIR_BASE.to_string()
 }
 
 /// The weights hash: `tenant` and `tenant \n queue` fields.
 pub fn weights_key() -> String {
-    format!("{PREFIX}weights")
+    names::FAIR_WEIGHTS_KEY.to_string()
 }
 
 /// A weight field: the tenant's, or the tenant's in one queue.
 pub fn weight_field(tenant: &str, queue: Option<&str>) -> String {
     match queue {
-        Some(q) => format!("{tenant}\n{q}"),
+        Some(q) => format!("{tenant}{}{q}", names::WEIGHT_SEPARATOR),
         None => tenant.to_string(),
     }
 }
 
 /// The in-flight list of one Sidekiq process (its identity).
 pub fn inflight_key(identity: &str) -> String {
-    format!("{PREFIX}inflight:{identity}")
+    format!("{}{identity}", names::INFLIGHT_PREFIX)
 }
 
 /// The set of process identities that have an in-flight list (for orphan recovery).
 pub fn registry_key() -> String {
-    format!("{PREFIX}inflight-owners")
+    names::INFLIGHT_OWNERS_KEY.to_string()
 }
 
 /// Registered processes whose Sidekiq heartbeat a recovery sweep found gone: identity -> when first seen
 /// gone (Redis time, seconds). Cleared when the heartbeat is back or the process's jobs were recovered.
 pub fn recovery_suspects_key() -> String {
-    format!("{PREFIX}inflight-suspects")
+    names::INFLIGHT_SUSPECTS_KEY.to_string()
 }
 
 /// Seconds a process's heartbeat key must stay gone, after a sweep first found it gone, before its
@@ -138,7 +138,7 @@ pub const RECOVERY_LAPSE_SECONDS: u64 = 11;
 /// still waiting back into its in-flight list, as they were, before it fetches anything, so it neither
 /// fetches them again nor leaves them to run after it finished them.
 pub fn recovered_key(identity: &str) -> String {
-    format!("{PREFIX}recovered:{identity}")
+    format!("{}{identity}", names::RECOVERED_PREFIX)
 }
 
 /// How long a recovery's copies are remembered for their process to come back: a process stalled
@@ -147,7 +147,7 @@ pub const RECOVERED_KEEP_SECONDS: u64 = 3600;
 
 /// Held (SET NX, with a TTL) by the process recovering orphaned in-flight jobs.
 pub fn recovery_lock_key() -> String {
-    format!("{PREFIX}recovery-lock")
+    names::RECOVERY_LOCK_KEY.to_string()
 }
 
 /// An in-flight job and where it goes back to: `<len>:<queue><len>:<tenant><job>`.
@@ -218,7 +218,7 @@ pub fn check_weight(weight: f64) -> Result<f64, String> {
 
 /// A weight field back to (tenant, queue).
 pub fn parse_weight_field(field: &str) -> (String, Option<String>) {
-    match field.split_once('\n') {
+    match field.split_once(names::WEIGHT_SEPARATOR) {
         Some((tenant, queue)) => (tenant.to_string(), Some(queue.to_string())),
         None => (field.to_string(), None),
     }
@@ -609,23 +609,14 @@ mod tests {
     }
 
     #[test]
-    fn the_caps_script_names_keys_as_rust_does() {
-        let caps = include_str!("lua/fair_caps.lua");
-        let scope = crate::slots::Scope::tenant_queue(b"acme", b"imports");
-        let holders = String::from_utf8(scope.holders()).unwrap();
-        let slots_base = holders.strip_suffix("6:t:acme:q:imports:holders").unwrap();
-        assert!(caps.contains(&format!("local SLOTS_PREFIX = '{slots_base}'")));
-        let limits = String::from_utf8(crate::slots::limits_key(scope.tag())).unwrap();
-        assert!(caps.contains(&format!(
-            "local LIMITS_PREFIX = '{}'",
-            limits.strip_suffix("6:t:acme").unwrap()
-        )));
-        assert!(caps.contains(&format!("local FAIR_PREFIX = '{PREFIX}'")));
-        assert!(caps.contains(&format!("local SLOT_TAGS = '{}'", crate::slots::tags_key())));
-        assert!(caps.contains(&format!("local FAIR_WEIGHTS = '{}'", weights_key())));
-        assert!(caps.contains(&format!("local FAIR_TOKEN_CAP = {TOKEN_CAP}")));
-        assert!(caps.contains("return FAIR_PREFIX .. '{' .. queue .. '}:'"));
+    fn scripts_read_the_shared_names_from_their_prelude() {
+        let push = &script("push").unwrap().source;
+        let prelude = push.lines().next().unwrap();
+        assert!(prelude.starts_with("local K = { "), "{prelude}");
+        assert!(prelude.contains(&format!("FAIR_BASE = '{}'", names::FAIR_BASE)));
+        assert!(prelude.contains(&format!("TOKEN_CAP = {TOKEN_CAP}")));
         assert_eq!(base("imports"), format!("{PREFIX}{{imports}}:"));
+        let scope = crate::slots::Scope::tenant_queue(b"acme", b"imports");
         assert!(String::from_utf8(scope.waiting())
             .unwrap()
             .ends_with(":q:imports:waiting"));

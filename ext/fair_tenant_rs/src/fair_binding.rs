@@ -14,7 +14,7 @@ fn script(ruby: &Ruby, name: String) -> Result<&'static fair::FairScript, Error>
 }
 
 fn source(ruby: &Ruby, name: String) -> Result<RString, Error> {
-    Ok(ruby.str_new(script(ruby, name)?.source))
+    Ok(ruby.str_new(&script(ruby, name)?.source))
 }
 
 fn sha(ruby: &Ruby, name: String) -> Result<RString, Error> {

@@ -30,7 +30,7 @@ pub struct KeyFormat {
 }
 
 /// Prefix of the per-class tenant index (a hash: tenant -> newest enqueue time, packed).
-pub const INDEX_PREFIX: &str = "sidekiq-fair_tenant:tenants:";
+pub const INDEX_PREFIX: &str = crate::names::TENANTS_PREFIX;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyFormatError(pub String);
@@ -50,8 +50,7 @@ impl From<KeyFormatError> for crate::error::Error {
     }
 }
 
-pub const DEFAULT_ENQUEUES_KEY: &str =
-    "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s";
+pub const DEFAULT_ENQUEUES_KEY: &str = crate::names::DEFAULT_ENQUEUES_KEY;
 
 impl KeyFormat {
     pub fn parse(format: &str) -> Result<Self, KeyFormatError> {
@@ -115,7 +114,7 @@ impl KeyFormat {
     }
 
     /// The per-class tenant index written by the enqueue script next to the tenant's key:
-    /// `sidekiq-fair_tenant:tenants:[{tag}:]<job_class>[:<queue>]` (the queue only when the
+    /// `<INDEX_PREFIX>[{tag}:]<job_class>[:<queue>]` (the queue only when the
     /// format uses it, the tag only when the format has one that does not contain the tenant).
     pub fn index_key(&self, queue: &[u8], job_class: &[u8]) -> Vec<u8> {
         let mut out = INDEX_PREFIX.as_bytes().to_vec();

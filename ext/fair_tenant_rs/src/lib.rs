@@ -30,6 +30,7 @@ pub mod ideal;
 pub mod keys;
 #[cfg(test)]
 mod lockstep;
+pub mod names;
 pub mod outage;
 pub mod pool;
 pub mod queues;
@@ -47,6 +48,7 @@ mod concurrency_rule;
 mod fair_binding;
 mod helpers;
 mod limits_binding;
+mod names_binding;
 mod queue_plan;
 mod router_binding;
 mod rule_set;
@@ -70,6 +72,7 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     stats_binding::init(ruby, native)?;
     limits_binding::init(ruby, native)?;
     fair_binding::init(ruby, native)?;
+    names_binding::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
     server_check_binding::init(ruby, native)?;
     resolve_wrapped_classes(ruby);

@@ -272,7 +272,7 @@ struct Lockstep<'a> {
 }
 
 fn script(name: &str) -> Script {
-    Script::new(fair::script(name).unwrap().source)
+    Script::new(&fair::script(name).unwrap().source)
 }
 
 /// The jid of a job this test wrote (`job_json`: `"jid":"<n>"`, whatever a recovery put in front of it).

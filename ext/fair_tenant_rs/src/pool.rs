@@ -45,7 +45,7 @@ use crate::tls::{self, TlsOptions};
 
 /// The key the outage probe writes, under the gem's prefix (which a Redis user of the gem may write
 /// anyway: every key of the gem has it).
-pub const PROBE_KEY: &str = "sidekiq-fair_tenant:probe";
+pub const PROBE_KEY: &str = crate::names::PROBE_KEY;
 /// How long the probe's key lives.
 const PROBE_TTL_MS: u64 = 5_000;
 

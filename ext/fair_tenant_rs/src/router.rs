@@ -9,11 +9,12 @@ use crate::keys::KeyFormat;
 use crate::pool::Pool;
 use crate::rules::RuleSet;
 
-static ROUTE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/route.lua")));
+static ROUTE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(&crate::names::script(&[include_str!("lua/route.lua")])));
 static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
 
-/// Tenants kept in a class's index; mirrored in `lua/route.lua`.
-pub const INDEX_CAP: usize = 10_000;
+/// Tenants kept in a class's index.
+pub const INDEX_CAP: usize = crate::names::INDEX_CAP as usize;
 
 /// One push to decide.
 pub struct Enqueue<'a> {
@@ -112,8 +113,8 @@ pub fn ttl_ms(window: f64) -> u64 {
     (window * 1000.0).ceil().max(1.0) as u64
 }
 
-/// Bytes before the enqueue times in a tenant key's value; mirrored in `lua/route.lua`.
-pub const HEADER: usize = 16;
+/// Bytes before the enqueue times in a tenant key's value.
+pub const HEADER: usize = crate::names::ROUTE_HEADER as usize;
 
 /// Decodes a tenant key's value: its enqueue times, oldest first (after the 16-byte header that
 /// says when the script last set the key's TTL and last wrote the tenant's index entry).

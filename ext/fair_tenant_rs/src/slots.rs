@@ -2,13 +2,14 @@
 //! heartbeat, the sweep and runtime limits. Every decision is one Lua script, atomic.
 //!
 //! Keys of a scope (tag `t:<tenant>` with sub `q:<queue>`, or tag `k:<custom key>` with sub `k`),
-//! the tag length-prefixed so no tenant or key string can collide with another:
-//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:holders`  jid -> lease expiry (ms)
-//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:parked`   payload -> enqueue time (ms)
-//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:waiting`  fair-queue tenants waiting for a slot
-//! - `sidekiq-fair_tenant:slots:<len>:<tag>:meta`           sub -> "default_limit lease_ms"
-//! - `sidekiq-fair_tenant:limits:<len>:<tag>`               '*' or sub -> runtime limit
-//! - `sidekiq-fair_tenant:slots:tags`, `sidekiq-fair_tenant:limits:index`: tags to sweep / list
+//! the tag length-prefixed so no tenant or key string can collide with another (the names are spelled
+//! in [`crate::names`]):
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:holders`  jid -> lease expiry (ms)
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:parked`   payload -> enqueue time (ms)
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:waiting`  fair-queue tenants waiting for a slot
+//! - `<SLOTS_PREFIX><len>:<tag>:meta`           sub -> "default_limit lease_ms"
+//! - `<LIMITS_PREFIX><len>:<tag>`               '*' or sub -> runtime limit
+//! - `SLOT_TAGS_KEY`, `LIMITS_INDEX_KEY`: tags to sweep / list
 //!
 //! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
 
@@ -17,17 +18,16 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use crate::error::Result;
+use crate::names;
 use crate::pool::Pool;
-
-pub const PREFIX: &str = "sidekiq-fair_tenant";
 
 macro_rules! slot_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            Script::new(&names::script(&[
                 include_str!("lua/slots_common.lua"),
-                include_str!($file)
-            ))
+                include_str!($file),
+            ]))
         })
     };
 }
@@ -36,12 +36,12 @@ macro_rules! slot_script {
 macro_rules! slot_and_fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(concat!(
+            Script::new(&names::script(&[
                 include_str!("lua/slots_common.lua"),
                 include_str!("lua/fair_common.lua"),
                 include_str!("lua/fair_caps.lua"),
-                include_str!($file)
-            ))
+                include_str!($file),
+            ]))
         })
     };
 }
@@ -75,7 +75,7 @@ impl Acquired {
 }
 
 /// The field of a tag's limits hash that applies to all its scopes.
-pub const ALL: &[u8] = b"*";
+pub const ALL: &[u8] = names::ALL_SCOPES.as_bytes();
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
@@ -92,7 +92,7 @@ impl Scope {
     pub fn tenant_queue(tenant: &[u8], queue: &[u8]) -> Scope {
         Scope {
             tag: tenant_tag(tenant),
-            sub: join(&[b"q:", queue]),
+            sub: join(&[names::QUEUE_SUB.as_bytes(), queue]),
         }
     }
 
@@ -100,7 +100,7 @@ impl Scope {
     pub fn custom(key: &[u8]) -> Scope {
         Scope {
             tag: key_tag(key),
-            sub: b"k".to_vec(),
+            sub: names::KEY_SUB.as_bytes().to_vec(),
         }
     }
 
@@ -118,36 +118,35 @@ impl Scope {
     }
 
     pub fn holders(&self) -> Vec<u8> {
-        join(&[&base(&self.tag), &self.sub, b":holders"])
+        join(&[&base(&self.tag), &self.sub, names::HOLDERS.as_bytes()])
     }
 
     pub fn parked(&self) -> Vec<u8> {
-        join(&[&base(&self.tag), &self.sub, b":parked"])
+        join(&[&base(&self.tag), &self.sub, names::PARKED.as_bytes()])
     }
 
     /// Fair-queue tenants waiting for a slot of this scope (`lua/fair_caps.lua`).
     pub fn waiting(&self) -> Vec<u8> {
-        join(&[&base(&self.tag), &self.sub, b":waiting"])
+        join(&[&base(&self.tag), &self.sub, names::WAITING.as_bytes()])
     }
 }
 
 pub fn tenant_tag(tenant: &[u8]) -> Vec<u8> {
-    join(&[b"t:", tenant])
+    join(&[names::TENANT_TAG.as_bytes(), tenant])
 }
 
 pub fn key_tag(key: &[u8]) -> Vec<u8> {
-    join(&[b"k:", key])
+    join(&[names::KEY_TAG.as_bytes(), key])
 }
 
 /// Field of the limits hash for one queue of a tenant.
 pub fn queue_field(queue: &[u8]) -> Vec<u8> {
-    join(&[b"q:", queue])
+    join(&[names::QUEUE_SUB.as_bytes(), queue])
 }
 
 fn base(tag: &[u8]) -> Vec<u8> {
     join(&[
-        PREFIX.as_bytes(),
-        b":slots:",
+        names::SLOTS_PREFIX.as_bytes(),
         tag.len().to_string().as_bytes(),
         b":",
         tag,
@@ -156,13 +155,12 @@ fn base(tag: &[u8]) -> Vec<u8> {
 }
 
 fn meta(tag: &[u8]) -> Vec<u8> {
-    join(&[&base(tag), b"meta"])
+    join(&[&base(tag), names::META.as_bytes()])
 }
 
 pub fn limits_key(tag: &[u8]) -> Vec<u8> {
     join(&[
-        PREFIX.as_bytes(),
-        b":limits:",
+        names::LIMITS_PREFIX.as_bytes(),
         tag.len().to_string().as_bytes(),
         b":",
         tag,
@@ -170,11 +168,11 @@ pub fn limits_key(tag: &[u8]) -> Vec<u8> {
 }
 
 pub fn tags_key() -> String {
-    format!("{PREFIX}:slots:tags")
+    names::SLOT_TAGS_KEY.to_string()
 }
 
 pub fn limits_index_key() -> String {
-    format!("{PREFIX}:limits:index")
+    names::LIMITS_INDEX_KEY.to_string()
 }
 
 /// Sidekiq stores `enqueued_at` in seconds (float) before 8.0 and in milliseconds since.
@@ -389,12 +387,12 @@ pub fn limit_target(tag: &[u8], field: &[u8]) -> Option<LimitTarget> {
     let queue = if field == ALL {
         None
     } else {
-        Some(field.strip_prefix(b"q:")?.to_vec())
+        Some(field.strip_prefix(names::QUEUE_SUB.as_bytes())?.to_vec())
     };
-    if let Some(tenant) = tag.strip_prefix(b"t:") {
+    if let Some(tenant) = tag.strip_prefix(names::TENANT_TAG.as_bytes()) {
         Some(LimitTarget::Tenant(tenant.to_vec(), queue))
     } else {
-        let key = tag.strip_prefix(b"k:")?;
+        let key = tag.strip_prefix(names::KEY_TAG.as_bytes())?;
         queue.is_none().then(|| LimitTarget::Key(key.to_vec()))
     }
 }
@@ -481,7 +479,7 @@ type ScopeReply = (
 
 /// The default limit of a meta entry ("default_limit lease_ms").
 fn meta_default(value: &str) -> Option<u64> {
-    value.split(' ').next()?.parse().ok()
+    value.split(names::META_SEPARATOR).next()?.parse().ok()
 }
 
 /// Scopes worth showing: every scope with parked jobs, then scopes with running jobs found by
@@ -496,7 +494,7 @@ pub fn scopes(pool: &Pool, max: usize) -> Result<Vec<Scope>> {
                 .map(|sub| Scope::from_parts(tag.clone(), sub)),
         );
     }
-    let pattern = format!("{PREFIX}:slots:*:holders");
+    let pattern = format!("{}*{}", names::SLOTS_PREFIX, names::HOLDERS);
     let mut cursor: u64 = 0;
     for _ in 0..100 {
         let (next, keys): (u64, Vec<Vec<u8>>) = pool.with(|c| {
@@ -522,7 +520,7 @@ pub fn scopes(pool: &Pool, max: usize) -> Result<Vec<Scope>> {
 
 /// Reads the scope back out of a holders key (the tag is length-prefixed).
 pub fn scope_of_holders_key(key: &[u8]) -> Option<Scope> {
-    let rest = key.strip_prefix(format!("{PREFIX}:slots:").as_bytes())?;
+    let rest = key.strip_prefix(names::SLOTS_PREFIX.as_bytes())?;
     let colon = rest.iter().position(|&c| c == b':')?;
     let len: usize = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
     let rest = &rest[colon + 1..];
@@ -530,7 +528,7 @@ pub fn scope_of_holders_key(key: &[u8]) -> Option<Scope> {
     let sub = rest
         .get(len..)?
         .strip_prefix(b":")?
-        .strip_suffix(b":holders")?;
+        .strip_suffix(names::HOLDERS.as_bytes())?;
     Some(Scope::from_parts(tag.to_vec(), sub.to_vec()))
 }
 

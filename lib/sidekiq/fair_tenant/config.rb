@@ -18,7 +18,7 @@ module Sidekiq
       include FairQueues::Settings
 
       ENV_PREFIX = "SIDEKIQ_FAIR_TENANT_"
-      DEFAULT_ENQUEUES_KEY = "sidekiq-fair_tenant:enqueued:%<job_class>s:tenant:%<fair_tenant>s"
+      DEFAULT_ENQUEUES_KEY = Native::Names::DEFAULT_ENQUEUES_KEY
 
       DEFAULTS = {
         max_throttling_window: 86_400,

@@ -2,8 +2,8 @@
 -- fair_common.lua; the Rust model is CappedSfq in fair_caps.rs, run side by side with these scripts by the
 -- lockstep test, src/lockstep.rs).
 --
--- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush):
---   "fair_tenant_slot": [tag, sub, default limit, lease ms, elastic 0/1]
+-- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush) in its
+-- K.SLOT_FIELD field: [tag, sub, default limit, lease ms, elastic 0/1] (positions K.SLOT_TAG ... K.SLOT_ELASTIC)
 -- Its slot is taken when it is served (its jid joins the scope's holders with a lease, as the server
 -- middleware's acquire does for other queues) and given back with its acknowledgement, requeue or recovery.
 -- No job is parked or fetched twice: a tenant whose next job cannot take its slot leaves the rotation.
@@ -14,35 +14,30 @@
 -- `ready` (start tag max(theirs, v): a wait banks no credit). The scope is registered in the tag's meta
 -- hash and the tags set while it has holders or waiters, so the slot sweep visits it.
 
-local SLOTS_PREFIX = 'sidekiq-fair_tenant:slots:'
-local LIMITS_PREFIX = 'sidekiq-fair_tenant:limits:'
-local FAIR_PREFIX = 'sidekiq-fair_tenant:fair:'
-local SLOT_TAGS = 'sidekiq-fair_tenant:slots:tags'
-local FAIR_WEIGHTS = 'sidekiq-fair_tenant:fair:weights'
-local FAIR_TOKEN_CAP = 1000
-
 local function fair_base(queue)
-  return FAIR_PREFIX .. '{' .. queue .. '}:'
+  return fill_base(K.FAIR_BASE, queue)
 end
 
 local function scope_keys(tag, sub)
-  local base = SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
-  return { holders = base .. sub .. ':holders', waiting = base .. sub .. ':waiting', meta = base .. 'meta',
-           limits = LIMITS_PREFIX .. #tag .. ':' .. tag }
+  local base = K.SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
+  return { holders = base .. sub .. K.HOLDERS, waiting = base .. sub .. K.WAITING, meta = base .. K.META,
+           limits = K.LIMITS_PREFIX .. #tag .. ':' .. tag }
 end
+
+local SLOT_QUOTED = '"' .. K.SLOT_FIELD .. '"'
 
 -- The slot a job of a fair queue takes, or nil. Jobs without one cost a substring search, no decoding.
 local function slot_of(job)
-  if not job or not string.find(job, '"fair_tenant_slot"', 1, true) then return nil end
+  if not job or not string.find(job, SLOT_QUOTED, 1, true) then return nil end
   local ok, decoded = pcall(cjson.decode, job)
   if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
-  local s = decoded.fair_tenant_slot
-  if type(s) ~= 'table' or type(s[1]) ~= 'string' or type(s[2]) ~= 'string' then return nil end
-  local slot = scope_keys(s[1], s[2])
-  slot.tag, slot.sub, slot.jid = s[1], s[2], tostring(decoded.jid)
-  slot.default = tonumber(s[3]) or 1
-  slot.lease = tonumber(s[4]) or 60000
-  slot.elastic = s[5] == 1 or s[5] == true
+  local s = decoded[K.SLOT_FIELD]
+  if type(s) ~= 'table' or type(s[K.SLOT_TAG]) ~= 'string' or type(s[K.SLOT_SUB]) ~= 'string' then return nil end
+  local slot = scope_keys(s[K.SLOT_TAG], s[K.SLOT_SUB])
+  slot.tag, slot.sub, slot.jid = s[K.SLOT_TAG], s[K.SLOT_SUB], tostring(decoded.jid)
+  slot.default = tonumber(s[K.SLOT_LIMIT]) or K.DEFAULT_LIMIT
+  slot.lease = tonumber(s[K.SLOT_LEASE]) or K.DEFAULT_LEASE_MS
+  slot.elastic = s[K.SLOT_ELASTIC] == 1 or s[K.SLOT_ELASTIC] == true
   return slot
 end
 
@@ -52,8 +47,8 @@ end
 
 -- The scope's sweep registration (as acquire.lua does for parked jobs): "default limit lease" per sub.
 local function register(slot)
-  redis.call('HSET', slot.meta, slot.sub, slot.default .. ' ' .. slot.lease)
-  redis.call('SADD', SLOT_TAGS, slot.tag)
+  redis.call('HSET', slot.meta, slot.sub, slot.default .. K.META_SEPARATOR .. slot.lease)
+  redis.call('SADD', K.SLOT_TAGS_KEY, slot.tag)
 end
 
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
@@ -107,7 +102,7 @@ end
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
 local function rejoin(k, from, member, tag)
   redis.call('ZREM', from, member)
-  local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+  local v = tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
   if v > tag then tag = v end
   redis.call('ZADD', k.ready, tag, member)
 end
@@ -136,7 +131,7 @@ local function wake(slot, limit, tokens)
     if qlen then
       local queue = entry:sub(at, at + tonumber(qlen) - 1)
       local member = entry:sub(at + tonumber(qlen))
-      local k = fair_keys(fair_base(queue), FAIR_WEIGHTS)
+      local k = fair_keys(fair_base(queue), K.FAIR_WEIGHTS_KEY)
       local from = entry:sub(1, 1) == 'o' and k.over or k.capped
       local tag = tonumber(redis.call('ZSCORE', from, member)) -- nil: it left meanwhile (cleared, drained)
       if tag then
@@ -146,7 +141,7 @@ local function wake(slot, limit, tokens)
                                   known = { slot = slot, limit = limit, running = running } }
         else
           rejoin(k, from, member, tag)
-          if tokens then add_tokens(k, 1, FAIR_TOKEN_CAP) end
+          if tokens then add_tokens(k, 1, K.TOKEN_CAP) end
         end
         woken = woken + 1
       end
@@ -175,7 +170,7 @@ local function settle(woken, only)
     local w = woken[i]
     if only == nil or w.k.ready == only.ready then
       rejoin(w.k, w.from, w.member, w.tag)
-      add_tokens(w.k, 1, FAIR_TOKEN_CAP)
+      add_tokens(w.k, 1, K.TOKEN_CAP)
       table.remove(woken, i)
     end
   end
@@ -194,7 +189,7 @@ local function push_front(k, tenant, job, queue)
   local suffix = #queue .. ':' .. queue
   for _, entry in ipairs(redis.call('ZRANGE', held_on.waiting, 0, -1)) do
     local member = entry:sub(#suffix + 2)
-    if entry:sub(2, #suffix + 1) == suffix and member:sub(17) == tenant then
+    if entry:sub(2, #suffix + 1) == suffix and member_tenant(member) == tenant then
       redis.call('ZREM', held_on.waiting, entry)
       local from = entry:sub(1, 1) == 'o' and k.over or k.capped
       local tag = tonumber(redis.call('ZSCORE', from, member))
@@ -221,7 +216,7 @@ end
 -- full. A paused tenant or an emptied list leaves `tier`. Returns tenant, job, jid whose slot was taken;
 -- nil when the tenant gave no job.
 local function turn(k, queue, tier, member, start, uncapped, known)
-  local tenant = member:sub(17)
+  local tenant = member_tenant(member)
   local w = weight(k.weights, tenant, queue)
   local list = k.prefix .. tenant
   local job = w > 0 and redis.call('LPOP', list) or false
@@ -251,7 +246,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   local function forget_entry()
     if stale then redis.call('ZREM', stale.waiting, waiting_entry(k, queue, tier, member)) end
   end
-  redis.call('HSET', k.state, 'v', start)
+  redis.call('HSET', k.state, K.STATE_V, start)
   local finish = start + 1 / w
   local next_job = redis.call('LINDEX', list, 0)
   if next_job then
@@ -273,7 +268,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     redis.call('ZADD', k.fin, finish, tenant)
   end
   redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
-  redis.call('HINCRBY', k.state, 'n', -1)
+  redis.call('HINCRBY', k.state, K.STATE_N, -1)
   return tenant, job, slot and slot.jid
 end
 
@@ -283,7 +278,7 @@ local function woken_turn(k, queue, woken)
   local v, best, best_start
   for i, w in ipairs(woken) do
     if w.k.ready == k.ready then
-      v = v or tonumber(redis.call('HGET', k.state, 'v')) or 0
+      v = v or tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
       local start = w.tag > v and w.tag or v
       if best == nil or start < best_start or (start == best_start and w.member < woken[best].member) then
         best, best_start = i, start
@@ -298,7 +293,7 @@ local function woken_turn(k, queue, woken)
     -- This call serves the tenant ahead of it; an idle fetcher is woken for this one (its slot is free).
     redis.call('ZREM', w.from, w.member)
     redis.call('ZADD', k.ready, start, w.member)
-    add_tokens(k, 1, FAIR_TOKEN_CAP)
+    add_tokens(k, 1, K.TOKEN_CAP)
     return nil
   end
   return turn(k, queue, w.from, w.member, start, false, w.known)
@@ -334,7 +329,7 @@ local function serve(k, queue, uncapped, woken)
     local start = tonumber(top[2])
     if tier ~= k.ready then
       -- Tags in over (or capped) stayed behind while ready tenants moved v on: v never goes backwards.
-      local v = tonumber(redis.call('HGET', k.state, 'v')) or 0
+      local v = tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
       if v > start then start = v end
     end
     local tenant, job, jid = turn(k, queue, tier, top[1], start, uncapped)
@@ -361,14 +356,14 @@ local function glob_escape(s)
   return (s:gsub('[%*%?%[%]\\]', '\\%0'))
 end
 
-local HEX16 = string.rep('?', 16)
+local ACTIVATION = string.rep('?', K.ACTIVATION_DIGITS)
 
 -- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
 -- (capped or over), its member there and start tag, or nil (not held on this scope).
 local function unwait(k, queue, slot, tenant)
   local prefix = #queue .. ':' .. queue
-  local entry = find_member(slot.waiting, '[co]' .. glob_escape(prefix) .. HEX16 .. glob_escape(tenant),
-    function(e) return e:sub(2, #prefix + 1) == prefix and e:sub(#prefix + 18) == tenant end)
+  local entry = find_member(slot.waiting, '[co]' .. glob_escape(prefix) .. ACTIVATION .. glob_escape(tenant),
+    function(e) return e:sub(2, #prefix + 1) == prefix and member_tenant(e:sub(#prefix + 2)) == tenant end)
   if not entry then return nil end
   redis.call('ZREM', slot.waiting, entry)
   local member = entry:sub(#prefix + 2)
@@ -388,7 +383,7 @@ local function leave(k, queue, tenant, last)
   if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
   if not member then
     for _, set in ipairs({ k.ready, k.over, k.capped }) do
-      member, tag = find_member(set, HEX16 .. glob_escape(tenant), function(m) return m:sub(17) == tenant end)
+      member, tag = find_member(set, ACTIVATION .. glob_escape(tenant), function(m) return member_tenant(m) == tenant end)
       if member then
         tier = set
         break
@@ -397,7 +392,7 @@ local function leave(k, queue, tenant, last)
   end
   if not member then return end
   redis.call('ZREM', tier, member)
-  if tag > (tonumber(redis.call('HGET', k.state, 'v')) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > (tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
 end
 
 -- Takes one waiting job (the exact payload) out of `tenant`'s list of a fair queue, the scheduling state
@@ -408,7 +403,7 @@ local function take_waiting(k, queue, tenant, job)
   local list = k.prefix .. tenant
   local head = redis.call('LINDEX', list, 0)
   if not head or redis.call('LREM', list, 1, job) == 0 then return false end
-  redis.call('HINCRBY', k.state, 'n', -1)
+  redis.call('HINCRBY', k.state, K.STATE_N, -1)
   local next_job = redis.call('LINDEX', list, 0)
   if not next_job then
     leave(k, queue, tenant, job)
@@ -419,7 +414,7 @@ local function take_waiting(k, queue, tenant, job)
     if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
     if member then
       rejoin(k, tier, member, tag)
-      add_tokens(k, 1, FAIR_TOKEN_CAP)
+      add_tokens(k, 1, K.TOKEN_CAP)
     end
   end
   return true

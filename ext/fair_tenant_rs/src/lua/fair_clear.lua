@@ -12,12 +12,12 @@ local function drop(tenant)
 end
 for _, set in ipairs({ k.ready, k.capped, k.over }) do
   for _, member in ipairs(redis.call('ZRANGE', set, 0, -1)) do
-    drop(member:sub(17))
+    drop(member_tenant(member))
   end
 end
 for _, tenant in ipairs(redis.call('SMEMBERS', k.paused)) do
   drop(tenant)
 end
 redis.call('DEL', k.ready, k.capped, k.over, k.paused, k.sig, k.heads)
-redis.call('HSET', k.state, 'n', 0)
+redis.call('HSET', k.state, K.STATE_N, 0)
 return deleted

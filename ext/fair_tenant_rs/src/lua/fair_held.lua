@@ -31,7 +31,7 @@ until at == '0' or #paused >= max
 local function tier(set)
   local tenants = {}
   for i, member in ipairs(redis.call('ZRANGE', set, 0, max - 1)) do
-    tenants[i] = member:sub(17)
+    tenants[i] = member_tenant(member)
   end
   return jobs_of(tenants), redis.call('ZCARD', set)
 end

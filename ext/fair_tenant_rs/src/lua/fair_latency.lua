@@ -13,7 +13,7 @@ local queue, steps, CAPPED_READ = ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local capped = {}
 local members = redis.call('ZRANGE', k.capped, 0, CAPPED_READ - 1)
 for _, member in ipairs(members) do
-  capped[member:sub(17)] = true
+  capped[member_tenant(member)] = true
 end
 local more_capped = #members == CAPPED_READ and redis.call('ZCARD', k.capped) > CAPPED_READ
 

@@ -16,17 +16,26 @@ local rows = {}
 local page = redis.call('ZRANGE', k.heads, offset, offset + limit - 1, 'WITHSCORES')
 for i = 1, #page, 2 do
   local tenant = page[i]
-  local w = redis.call('HMGET', KEYS[1], tenant .. '\n' .. queue, tenant)
+  local w = redis.call('HMGET', KEYS[1], tenant .. K.WEIGHT_SEPARATOR .. queue, tenant)
   rows[#rows + 1] = { tenant, page[i + 1], redis.call('LLEN', k.prefix .. tenant), w[1] or w[2] or false,
                       redis.call('SISMEMBER', k.paused, tenant) }
 end
 
--- What a scope's tag and sub name (slots.rs: "t:" tenant with "q:" queue, or "k:" key with "k").
+-- A string's rest after `prefix`, or nil.
+local function after(s, prefix)
+  if s:sub(1, #prefix) == prefix then return s:sub(#prefix + 1) end
+  return nil
+end
+
+-- What a scope's tag and sub name (slots.rs: a tenant's tag with a queue's sub, or a key's tag and sub).
 local function scope_of(slot)
-  if slot.tag:sub(1, 2) == 't:' and slot.sub:sub(1, 2) == 'q:' then
-    return { 'tenant', slot.tag:sub(3), slot.sub:sub(3) }
-  elseif slot.tag:sub(1, 2) == 'k:' and slot.sub == 'k' then
-    return { 'key', slot.tag:sub(3) }
+  local tenant, queue = after(slot.tag, K.TENANT_TAG), after(slot.sub, K.QUEUE_SUB)
+  if tenant and queue then
+    return { 'tenant', tenant, queue }
+  end
+  local key = after(slot.tag, K.KEY_TAG)
+  if key and slot.sub == K.KEY_SUB then
+    return { 'key', key }
   end
   return false
 end
@@ -48,7 +57,7 @@ local ready = redis.call('EXISTS', k.ready) == 1
 local now = now_ms()
 for i = 1, math.min(#held, capped_max) do
   local h = held[i]
-  local tenant = h.member:sub(17)
+  local tenant = member_tenant(h.member)
   local list = k.prefix .. tenant
   local slot = slot_of(redis.call('LINDEX', list, 0))
   local running, cap, elastic, scope = false, false, not h.static, false
@@ -62,5 +71,5 @@ for i = 1, math.min(#held, capped_max) do
                           redis.call('LLEN', list), scope }
 end
 
-return { tonumber(redis.call('HGET', k.state, 'n')) or 0, redis.call('ZCARD', k.heads), rows,
+return { tonumber(redis.call('HGET', k.state, K.STATE_N)) or 0, redis.call('ZCARD', k.heads), rows,
          redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped }

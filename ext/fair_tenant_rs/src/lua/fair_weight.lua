@@ -12,7 +12,7 @@ local tenant, template, cap = ARGV[3], ARGV[4], tonumber(ARGV[5])
 local resumed = 0
 for i = 6, #ARGV do
   local queue = ARGV[i]
-  local k = fair_keys((template:gsub('%%Q', function() return queue end)), KEYS[1])
+  local k = fair_keys(fill_base(template, queue), KEYS[1])
   if redis.call('SISMEMBER', k.paused, tenant) == 1 and weight(KEYS[1], tenant, queue) > 0 then
     redis.call('SREM', k.paused, tenant)
     activate(k, tenant, queue)

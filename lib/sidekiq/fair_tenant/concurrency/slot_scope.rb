@@ -6,8 +6,8 @@ module Sidekiq
     # or the value of the class's `key:` method. Used by the server middleware and, for fair queues, by the
     # client (FairPush writes the slot into the job, so the fetcher takes it in the same step as the job).
     module SlotScope
-      # What a job of a fair queue carries: tag, sub, limit, lease (ms), elastic (1/0).
-      FIELD = "fair_tenant_slot"
+      # What a job of a fair queue carries: tag, sub, limit, lease (ms), elastic (1/0), in Names::SLOT_FIELDS order.
+      FIELD = Native::Names::SLOT_FIELD
 
       module_function
 
@@ -26,7 +26,11 @@ module Sidekiq
         return nil if job["fair_tenant_concurrency"].nil?
 
         options, tag, sub = resolve(job["class"], job)
-        options && [tag, sub, options.limit, options.lease_ms, options.elastic ? 1 : 0]
+        return nil unless options
+
+        parts = { "tag" => tag, "sub" => sub, "limit" => options.limit, "lease" => options.lease_ms,
+                  "elastic" => options.elastic ? 1 : 0 }
+        Native::Names::SLOT_FIELDS.map { |field| parts.fetch(field) }
       rescue StandardError => e
         FairTenant.warn(:slot_descriptor, job["class"]) do
           "#{e.class}: #{e.message}; job #{job["jid"]} takes its slot when it runs"

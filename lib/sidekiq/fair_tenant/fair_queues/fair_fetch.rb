@@ -19,6 +19,7 @@ module Sidekiq
       include Acks
 
       TIMEOUT = 2
+      SIG = Native::Names::SIG
       # Jobs of a fair queue's `queue:<name>` list moved into fair order per round trip: ADOPT_BATCH by a
       # thread's next call after it was handed a job (the job starts first), and ADOPT_FIRST when none waits
       # in fair order (few, so that the first job of a large backlog starts at once).
@@ -138,7 +139,7 @@ module Sidekiq
       # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.
       def wait_and_fetch(conn, names)
         flush_acks(conn)
-        keys = names.map { |name| FairQueues.fair?(name) ? "#{FairQueues.base(name)}sig" : "queue:#{name}" }
+        keys = names.map { |name| FairQueues.fair?(name) ? FairQueues.key(name, SIG) : "queue:#{name}" }
         key, value = if conn.respond_to?(:blocking_call)
                        conn.blocking_call(TIMEOUT, "BRPOP", *keys, TIMEOUT)
                      else

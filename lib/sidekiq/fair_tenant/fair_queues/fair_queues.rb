@@ -21,6 +21,7 @@ module Sidekiq
         end
       end
 
+      NAMES = Native::Names
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
@@ -47,6 +48,11 @@ module Sidekiq
       # A queue's key prefix; kept per queue name (asked on every push and every fetch).
       def base(queue)
         BASES[queue.to_s]
+      end
+
+      # One of a queue's keys: `suffix` is one of Native::Names' (HEADS, SIG, ...).
+      def key(queue, suffix)
+        "#{base(queue)}#{suffix}"
       end
 
       # Runs a fair-queue script on one of Sidekiq's connections (redis-rb 4.8 or redis-client): EVALSHA,
@@ -76,7 +82,7 @@ module Sidekiq
 
       # Jobs waiting in a queue's fair backlog (0 for a queue that never was fair).
       def backlog(conn, queue)
-        conn.call("HGET", "#{base(queue)}state", "n").to_i
+        conn.call("HGET", key(queue, NAMES::STATE), NAMES::STATE_N).to_i
       end
 
       # Switching fair fetch off for a queue: moves its whole fair backlog back to `queue:<name>` in fair

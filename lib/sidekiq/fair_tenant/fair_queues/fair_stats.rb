@@ -29,6 +29,7 @@ module Sidekiq
     # threads nobody else needs.
     class FairStats
       MAX_PAGE = 1_000
+      NAMES = Native::Names
 
       # Every queue of Sidekiq's `queues` set that is fair here or holds a fair backlog.
       def queues
@@ -39,10 +40,9 @@ module Sidekiq
             backlog = FairQueues.backlog(conn, name)
             next unless FairQueues.fair?(name) || backlog.positive?
 
-            base = FairQueues.base(name)
             { queue: name, backlog: backlog, **FairBacklog.counts(conn, name, backlog),
-              in_flight: flights.fetch(name, {}).values.sum, tenants: conn.call("ZCARD", "#{base}heads").to_i,
-              capped_tenants: conn.call("ZCARD", "#{base}capped").to_i + conn.call("ZCARD", "#{base}over").to_i }
+              in_flight: flights.fetch(name, {}).values.sum, tenants: zcard(conn, name, NAMES::HEADS),
+              capped_tenants: zcard(conn, name, NAMES::CAPPED) + zcard(conn, name, NAMES::OVER) }
           end
         end
       end
@@ -60,6 +60,10 @@ module Sidekiq
       end
 
       private
+
+      def zcard(conn, queue, suffix)
+        conn.call("ZCARD", FairQueues.key(queue, suffix)).to_i
+      end
 
       def page(conn, name, offset, limit, capped_limit)
         backlog, waiting, rows, capped_count, capped = FairQueues.run(

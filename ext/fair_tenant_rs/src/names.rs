@@ -1,0 +1,645 @@
+//! Every name the gem's data in Redis shares between Rust, Lua and Ruby, spelled once: key prefixes and
+//! suffixes, hash fields, entry layouts and separators, defaults and limits.
+//!
+//! Rust uses the constants; a Lua script reads the ones it names as `K.<NAME>` from a prelude built here
+//! ([`script`]: `local K = {...}` prepended to the script's text, so its SHA is that of the final text;
+//! only the names the script uses, so a hot script pays for two numbers, not fifty); Ruby reads them from
+//! `Sidekiq::FairTenant::Native::Names`. A test scans the scripts and the Ruby library for hand-spelled
+//! copies of the names in [`NAMES`].
+
+/// The root of every key the gem writes.
+macro_rules! root {
+    () => {
+        "sidekiq-fair_tenant"
+    };
+}
+
+pub const ROOT: &str = root!();
+
+// Routing.
+/// The original gem's per-tenant enqueue counter key (`Kernel#format` references).
+pub const DEFAULT_ENQUEUES_KEY: &str =
+    concat!(root!(), ":enqueued:%<job_class>s:tenant:%<fair_tenant>s");
+/// Prefix of the per-class tenant index (a hash: tenant -> newest enqueue time, packed).
+pub const TENANTS_PREFIX: &str = concat!(root!(), ":tenants:");
+/// Tenants kept in a class's tenant index.
+pub const INDEX_CAP: u64 = 10_000;
+/// Bytes before the enqueue times in a tenant key's value (two packed doubles).
+pub const ROUTE_HEADER: u64 = 16;
+/// Written (with a short TTL) to check that a connection may write.
+pub const PROBE_KEY: &str = concat!(root!(), ":probe");
+
+// Concurrency slots: `<SLOTS_PREFIX><len>:<tag>:<sub><HOLDERS>` and so on (slots.rs).
+pub const SLOTS_PREFIX: &str = concat!(root!(), ":slots:");
+pub const LIMITS_PREFIX: &str = concat!(root!(), ":limits:");
+pub const SLOT_TAGS_KEY: &str = concat!(root!(), ":slots:tags");
+pub const LIMITS_INDEX_KEY: &str = concat!(root!(), ":limits:index");
+pub const HOLDERS: &str = ":holders";
+pub const PARKED: &str = ":parked";
+pub const WAITING: &str = ":waiting";
+/// A tag's sweep registration: sub -> "<default limit><META_SEPARATOR><lease ms>".
+pub const META: &str = "meta";
+pub const META_SEPARATOR: &str = " ";
+/// Tag of a tenant's scopes and sub of one queue's; tag and sub of a custom key's scope.
+pub const TENANT_TAG: &str = "t:";
+pub const QUEUE_SUB: &str = "q:";
+pub const KEY_TAG: &str = "k:";
+pub const KEY_SUB: &str = "k";
+/// The field of a tag's limits hash that applies to all its scopes.
+pub const ALL_SCOPES: &str = "*";
+pub const DEFAULT_LIMIT: u64 = 1;
+pub const DEFAULT_LEASE_MS: u64 = 60_000;
+/// The payload field of a fair-queue job that takes a slot when served, an array laid out as
+/// [`SLOT_FIELDS`] (the prelude numbers them from 1: `K.SLOT_TAG` ... `K.SLOT_ELASTIC`).
+pub const SLOT_FIELD: &str = "fair_tenant_slot";
+pub const SLOT_FIELDS: [&str; 5] = ["tag", "sub", "limit", "lease", "elastic"];
+
+// Fair queues: `<FAIR_PREFIX>{<queue>}:<suffix>` (fair.rs).
+pub const FAIR_PREFIX: &str = concat!(root!(), ":fair:");
+/// A fair queue's key prefix, `{<queue>}` its Redis Cluster hash tag, with [`QUEUE_PLACEHOLDER`] for the queue.
+pub const FAIR_BASE: &str = concat!(root!(), ":fair:{%Q}:");
+pub const QUEUE_PLACEHOLDER: &str = "%Q";
+pub const FAIR_WEIGHTS_KEY: &str = concat!(root!(), ":fair:weights");
+pub const INFLIGHT_PREFIX: &str = concat!(root!(), ":fair:inflight:");
+pub const INFLIGHT_OWNERS_KEY: &str = concat!(root!(), ":fair:inflight-owners");
+pub const INFLIGHT_SUSPECTS_KEY: &str = concat!(root!(), ":fair:inflight-suspects");
+pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
+pub const RECOVERY_LOCK_KEY: &str = concat!(root!(), ":fair:recovery-lock");
+pub const READY: &str = "ready";
+pub const STATE: &str = "state";
+pub const FIN: &str = "fin";
+pub const PAUSED: &str = "paused";
+pub const SIG: &str = "sig";
+pub const HEADS: &str = "heads";
+pub const CAPPED: &str = "capped";
+pub const OVER: &str = "over";
+/// Prefix of a tenant's job list.
+pub const TENANT_LIST: &str = "t:";
+/// Fields of the state hash: virtual time, jobs waiting, activations.
+pub const STATE_V: &str = "v";
+pub const STATE_N: &str = "n";
+pub const STATE_SEQ: &str = "seq";
+/// Between tenant and queue in a per-queue weight's field.
+pub const WEIGHT_SEPARATOR: &str = "\n";
+/// A member of ready, capped and over: this many hex digits of the tenant's activation, then the tenant.
+pub const ACTIVATION_DIGITS: u64 = 16;
+/// Most wake-up tokens kept per queue: enough to wake every idle thread of a large fleet.
+pub const TOKEN_CAP: u64 = 1000;
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value {
+    Str(&'static str),
+    Int(u64),
+}
+
+/// Where the scan test looks for hand-spelled copies of a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// String literals of the scripts and of the Ruby library.
+    Everywhere,
+    /// String literals of the scripts only (the value is too common a word in Ruby).
+    Lua,
+    /// Not scanned as a literal (one character used for other things too); `spelled` may still list the
+    /// code that betrays a copy.
+    Literal,
+}
+
+pub struct Name {
+    pub name: &'static str,
+    pub value: Value,
+    pub scan: Scan,
+    /// Lua code that spells the name by hand without quoting it (a magic number, a format).
+    pub spelled: &'static [&'static str],
+}
+
+const fn s(name: &'static str, value: &'static str, scan: Scan) -> Name {
+    Name {
+        name,
+        value: Value::Str(value),
+        scan,
+        spelled: &[],
+    }
+}
+
+const fn n(name: &'static str, value: u64, spelled: &'static [&'static str]) -> Name {
+    Name {
+        name,
+        value: Value::Int(value),
+        scan: Scan::Literal,
+        spelled,
+    }
+}
+
+use Scan::{Everywhere, Literal, Lua};
+
+/// The registry the prelude, `Native::Names` and the scan test read.
+pub const NAMES: &[Name] = &[
+    s("ROOT", ROOT, Everywhere),
+    s("DEFAULT_ENQUEUES_KEY", DEFAULT_ENQUEUES_KEY, Everywhere),
+    s("TENANTS_PREFIX", TENANTS_PREFIX, Everywhere),
+    n("INDEX_CAP", INDEX_CAP, &["10000", "10_000"]),
+    n(
+        "ROUTE_HEADER",
+        ROUTE_HEADER,
+        &[">= 16", "value, 17)", "* 8 + 17", "9, 16)"],
+    ),
+    s("PROBE_KEY", PROBE_KEY, Everywhere),
+    s("SLOTS_PREFIX", SLOTS_PREFIX, Everywhere),
+    s("LIMITS_PREFIX", LIMITS_PREFIX, Everywhere),
+    s("SLOT_TAGS_KEY", SLOT_TAGS_KEY, Everywhere),
+    s("LIMITS_INDEX_KEY", LIMITS_INDEX_KEY, Everywhere),
+    s("HOLDERS", HOLDERS, Everywhere),
+    s("PARKED", PARKED, Lua),
+    s("WAITING", WAITING, Lua),
+    s("META", META, Everywhere),
+    s("META_SEPARATOR", META_SEPARATOR, Literal),
+    s("TENANT_TAG", TENANT_TAG, Everywhere),
+    s("QUEUE_SUB", QUEUE_SUB, Everywhere),
+    s("KEY_TAG", KEY_TAG, Everywhere),
+    s("KEY_SUB", KEY_SUB, Lua),
+    s("ALL_SCOPES", ALL_SCOPES, Lua),
+    n("DEFAULT_LIMIT", DEFAULT_LIMIT, &[]),
+    n("DEFAULT_LEASE_MS", DEFAULT_LEASE_MS, &["60000", "60_000"]),
+    s("SLOT_FIELD", SLOT_FIELD, Everywhere),
+    s("FAIR_PREFIX", FAIR_PREFIX, Everywhere),
+    s("FAIR_BASE", FAIR_BASE, Everywhere),
+    s("QUEUE_PLACEHOLDER", QUEUE_PLACEHOLDER, Everywhere),
+    s("FAIR_WEIGHTS_KEY", FAIR_WEIGHTS_KEY, Everywhere),
+    s("INFLIGHT_PREFIX", INFLIGHT_PREFIX, Everywhere),
+    s("INFLIGHT_OWNERS_KEY", INFLIGHT_OWNERS_KEY, Everywhere),
+    s("INFLIGHT_SUSPECTS_KEY", INFLIGHT_SUSPECTS_KEY, Everywhere),
+    s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
+    s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),
+    s("READY", READY, Everywhere),
+    s("STATE", STATE, Everywhere),
+    s("FIN", FIN, Everywhere),
+    s("PAUSED", PAUSED, Lua),
+    s("SIG", SIG, Everywhere),
+    s("HEADS", HEADS, Everywhere),
+    s("CAPPED", CAPPED, Everywhere),
+    s("OVER", OVER, Everywhere),
+    s("TENANT_LIST", TENANT_LIST, Everywhere),
+    s("STATE_V", STATE_V, Everywhere),
+    s("STATE_N", STATE_N, Everywhere),
+    s("STATE_SEQ", STATE_SEQ, Everywhere),
+    s("WEIGHT_SEPARATOR", WEIGHT_SEPARATOR, Lua),
+    n(
+        "ACTIVATION_DIGITS",
+        ACTIVATION_DIGITS,
+        &["sub(17)", "%016x", "(?, 16)", "..16]", "[16..", "+ 18"],
+    ),
+    n("TOKEN_CAP", TOKEN_CAP, &["CAP = 1000"]),
+];
+
+/// A script's final text: the prelude of the `K.<NAME>` constants its parts use, then the parts (a script
+/// that uses none is its parts alone). Panics on a `K.<NAME>` not in [`NAMES`] (the test building every
+/// script catches it).
+pub fn script(parts: &[&str]) -> String {
+    let body = parts.concat();
+    let names = lua_names();
+    for ident in references(&body) {
+        assert!(
+            names.iter().any(|(n, _)| *n == ident),
+            "K.{ident}: no such shared name (names.rs)"
+        );
+    }
+    let fields: Vec<String> = names
+        .iter()
+        .filter(|(name, _)| references(&body).any(|r| r == name))
+        .map(|(name, value)| format!("{name} = {}", lua_value(*value)))
+        .collect();
+    if fields.is_empty() {
+        return body;
+    }
+    format!("local K = {{ {} }}\n{body}", fields.join(", "))
+}
+
+/// The names `body` reads as `K.<NAME>`.
+fn references(body: &str) -> impl Iterator<Item = &str> {
+    body.match_indices("K.").filter_map(move |(at, _)| {
+        if at > 0 && is_ident(body.as_bytes()[at - 1]) {
+            return None;
+        }
+        let rest = &body[at + 2..];
+        let end = rest
+            .bytes()
+            .position(|b| !is_ident(b))
+            .unwrap_or(rest.len());
+        (end > 0).then_some(&rest[..end])
+    })
+}
+
+/// Every name a script may use: the registry, then `SLOT_<FIELD>` = its position (from 1).
+fn lua_names() -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = NAMES
+        .iter()
+        .map(|n| (n.name.to_string(), n.value))
+        .collect();
+    for (i, field) in SLOT_FIELDS.iter().enumerate() {
+        out.push((
+            format!("SLOT_{}", field.to_uppercase()),
+            Value::Int(i as u64 + 1),
+        ));
+    }
+    out
+}
+
+fn is_ident(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn lua_value(value: Value) -> String {
+    match value {
+        Value::Int(i) => i.to_string(),
+        Value::Str(s) => {
+            let mut out = String::from("'");
+            for b in s.bytes() {
+                match b {
+                    b'\\' => out.push_str("\\\\"),
+                    b'\'' => out.push_str("\\'"),
+                    b' '..=b'~' => out.push(b as char),
+                    other => out.push_str(&format!("\\{other:03}")),
+                }
+            }
+            out.push('\'');
+            out
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::{Path, PathBuf};
+
+    fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                if !path.ends_with("target") {
+                    files(&path, ext, out);
+                }
+            } else if path.extension().is_some_and(|e| e == ext) {
+                out.push(path);
+            }
+        }
+    }
+
+    fn crate_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// The Ruby files scanned: the library, and the benchmarks and demo that ship in the repository.
+    fn ruby_files() -> Vec<PathBuf> {
+        let root = crate_dir().join("../..");
+        let mut out = Vec::new();
+        for dir in ["lib", "bench", "demo"] {
+            files(&root.join(dir), "rb", &mut out);
+        }
+        out
+    }
+
+    fn lua_files() -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        files(&crate_dir(), "lua", &mut out);
+        out
+    }
+
+    /// A source reduced to what the scan reads: its code (comments and string contents blanked) and its
+    /// string literals, each with its line.
+    #[derive(Default)]
+    struct Lexed {
+        code: String,
+        literals: Vec<(usize, String)>,
+    }
+
+    /// Lua: `--` comments, '...' and "..." strings with backslash escapes.
+    fn lex_lua(src: &str) -> Lexed {
+        let mut out = Lexed::default();
+        let b = src.as_bytes();
+        let (mut i, mut line) = (0, 1);
+        while i < b.len() {
+            match b[i] {
+                b'-' if b.get(i + 1) == Some(&b'-') => {
+                    while i < b.len() && b[i] != b'\n' {
+                        i += 1;
+                    }
+                }
+                q @ (b'\'' | b'"') => {
+                    let mut lit = Vec::new();
+                    i += 1;
+                    while i < b.len() && b[i] != q {
+                        if b[i] == b'\\' && i + 1 < b.len() {
+                            i += 1;
+                            match b[i] {
+                                b'n' => lit.push(b'\n'),
+                                b't' => lit.push(b'\t'),
+                                d if d.is_ascii_digit() => {
+                                    let end = (i..b.len().min(i + 3))
+                                        .take_while(|&j| b[j].is_ascii_digit())
+                                        .last()
+                                        .unwrap();
+                                    lit.push(src[i..=end].parse().unwrap());
+                                    i = end;
+                                }
+                                c => lit.push(c),
+                            }
+                        } else {
+                            lit.push(b[i]);
+                        }
+                        i += 1;
+                    }
+                    out.literals
+                        .push((line, String::from_utf8_lossy(&lit).into_owned()));
+                    out.code.push_str("''");
+                    i += 1;
+                }
+                c => {
+                    if c == b'\n' {
+                        line += 1;
+                    }
+                    out.code.push(c as char);
+                    i += 1;
+                }
+            }
+        }
+        out
+    }
+
+    /// Ruby, roughly: `#` comments, heredocs (skipped: text for people), '...' strings, and "..." strings
+    /// split at their `#{...}` interpolations (whose code is lexed too).
+    fn lex_ruby(src: &str) -> Lexed {
+        let mut out = Lexed::default();
+        let mut heredoc: Option<String> = None;
+        let mut code = String::new();
+        for (n, text) in src.lines().enumerate() {
+            if let Some(end) = &heredoc {
+                if text.trim() == end {
+                    heredoc = None;
+                }
+                code.push('\n');
+                continue;
+            }
+            if let Some(at) = text.find("<<~").or_else(|| text.find("<<-")) {
+                let word: String = text[at + 3..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+                    .collect();
+                if !word.is_empty() {
+                    heredoc = Some(word);
+                }
+            }
+            lex_ruby_line(text, n + 1, &mut out.literals, &mut code);
+            code.push('\n');
+        }
+        out.code = code;
+        out
+    }
+
+    fn lex_ruby_line(
+        text: &str,
+        line: usize,
+        literals: &mut Vec<(usize, String)>,
+        code: &mut String,
+    ) {
+        let b = text.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            match b[i] {
+                b'#' => return,
+                b'?' if i + 1 < b.len() && matches!(b[i + 1], b'\'' | b'"') => {
+                    i += 2; // a character literal
+                }
+                b'\'' => {
+                    let mut lit = String::new();
+                    i += 1;
+                    while i < b.len() && b[i] != b'\'' {
+                        if b[i] == b'\\' && i + 1 < b.len() && matches!(b[i + 1], b'\'' | b'\\') {
+                            i += 1;
+                        }
+                        lit.push(b[i] as char);
+                        i += 1;
+                    }
+                    literals.push((line, lit));
+                    code.push_str("''");
+                    i += 1;
+                }
+                b'"' => {
+                    let mut lit = String::new();
+                    i += 1;
+                    while i < b.len() && b[i] != b'"' {
+                        if b[i] == b'\\' && i + 1 < b.len() {
+                            i += 1;
+                            lit.push(if b[i] == b'n' { '\n' } else { b[i] as char });
+                        } else if b[i] == b'#' && b.get(i + 1) == Some(&b'{') {
+                            literals.push((line, std::mem::take(&mut lit)));
+                            let (mut depth, start) = (1, i + 2);
+                            i += 2;
+                            while i < b.len() && depth > 0 {
+                                match b[i] {
+                                    b'{' => depth += 1,
+                                    b'}' => depth -= 1,
+                                    _ => {}
+                                }
+                                i += 1;
+                            }
+                            lex_ruby_line(&text[start..i - 1], line, literals, code);
+                            continue;
+                        } else {
+                            lit.push(b[i] as char);
+                        }
+                        i += 1;
+                    }
+                    literals.push((line, lit));
+                    code.push_str("\"\"");
+                    i += 1;
+                }
+                c => {
+                    code.push(c as char);
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// Why a literal is a hand-spelled copy of `name`, if it is.
+    fn copies(name: &Name, literal: &str) -> bool {
+        let Value::Str(value) = name.value else {
+            return false;
+        };
+        if literal.is_empty() {
+            return false;
+        }
+        if name.name == "ROOT" {
+            // The root in a key (not the CLI's "sidekiq-fair_tenant: <message>").
+            return literal
+                .match_indices(ROOT)
+                .any(|(at, _)| literal[at + ROOT.len()..].starts_with(':'))
+                && !literal.contains(&format!("{ROOT}: "));
+        }
+        literal == value
+            || value.strip_prefix(':') == Some(literal)
+            || (value.contains(ROOT) && literal.contains(value))
+    }
+
+    /// Every hand-spelled copy of a registered name in `files`: "path:line NAME".
+    fn scan(files: &[PathBuf], lex: fn(&str) -> Lexed, lua: bool) -> Vec<String> {
+        let mut found = Vec::new();
+        for path in files {
+            let src = std::fs::read_to_string(path).unwrap();
+            let lexed = lex(&src);
+            let shown = path.display();
+            for name in NAMES {
+                let scanned = match name.scan {
+                    Scan::Everywhere => true,
+                    Scan::Lua => lua,
+                    Scan::Literal => false,
+                };
+                if scanned {
+                    for (line, literal) in &lexed.literals {
+                        if copies(name, literal) {
+                            found.push(format!("{shown}:{line} {} ({literal:?})", name.name));
+                        }
+                    }
+                }
+                for pattern in name.spelled.iter().filter(|_| lua) {
+                    for (at, _) in lexed.code.match_indices(pattern) {
+                        let line = lexed.code[..at].matches('\n').count() + 1;
+                        found.push(format!("{shown}:{line} {} ({pattern:?})", name.name));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    #[test]
+    fn no_script_spells_a_shared_name_by_hand() {
+        let lua = lua_files();
+        assert!(lua.len() >= 20, "found {} scripts", lua.len());
+        let found = scan(&lua, lex_lua, true);
+        assert!(
+            found.is_empty(),
+            "spelled by hand (use K.<NAME>):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn no_ruby_file_spells_a_shared_name_by_hand() {
+        let ruby = ruby_files();
+        assert!(ruby.len() >= 40, "found {} Ruby files", ruby.len());
+        let found = scan(&ruby, lex_ruby, false);
+        assert!(
+            found.is_empty(),
+            "spelled by hand (use Native::Names::<NAME>):\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn no_rust_file_but_this_one_spells_the_root() {
+        let mut rust = Vec::new();
+        files(&crate_dir().join("src"), "rs", &mut rust);
+        let mut found = Vec::new();
+        for path in rust.iter().filter(|p| !p.ends_with("names.rs")) {
+            let src = std::fs::read_to_string(path).unwrap();
+            let code = src.split("#[cfg(test)]\nmod tests").next().unwrap();
+            if path.ends_with("lockstep.rs") {
+                continue; // a test: it reads the layout as it is stored, by hand on purpose
+            }
+            for (n, line) in code.lines().enumerate() {
+                let code_part = line.split("//").next().unwrap();
+                if code_part.contains(&format!("\"{ROOT}")) {
+                    found.push(format!("{}:{}", path.display(), n + 1));
+                }
+            }
+        }
+        assert!(
+            found.is_empty(),
+            "the root spelled by hand:\n{}",
+            found.join("\n")
+        );
+    }
+
+    #[test]
+    fn the_scan_finds_what_it_looks_for() {
+        let lua = lex_lua("local x = base .. ':holders' -- 'ready' in a comment\nreturn m:sub(17), \"a\\nb\", '\\010'");
+        assert_eq!(
+            lua.literals,
+            vec![(1, ":holders".into()), (2, "a\nb".into()), (2, "\n".into())]
+        );
+        assert!(lua.code.contains("sub(17)") && !lua.code.contains("ready"));
+        let ruby = lex_ruby(
+            "x = \"#{base}heads\" # \"ready\"\ny = '#{z}' + \"#{a.join(\"sig\")}\"\nt = <<~TEXT\n  \"over\"\nTEXT\n",
+        );
+        let literals: Vec<&str> = ruby.literals.iter().map(|(_, l)| l.as_str()).collect();
+        assert!(
+            literals.contains(&"heads") && literals.contains(&"sig"),
+            "{literals:?}"
+        );
+        assert!(
+            !literals.contains(&"ready") && !literals.contains(&"over"),
+            "{literals:?}"
+        );
+        let by = |n: &str| NAMES.iter().find(|x| x.name == n).unwrap();
+        assert!(copies(by("HOLDERS"), "holders") && copies(by("HOLDERS"), ":holders"));
+        assert!(copies(by("ROOT"), "sidekiq-fair_tenant:slots:*"));
+        assert!(!copies(by("ROOT"), "sidekiq-fair_tenant: bad option"));
+        assert!(copies(by("FAIR_PREFIX"), "x sidekiq-fair_tenant:fair:y"));
+        assert!(!copies(by("HEADS"), "headsets"));
+    }
+
+    #[test]
+    fn every_name_is_unique_and_the_prelude_carries_rust_values() {
+        let mut seen: Vec<&str> = NAMES.iter().map(|n| n.name).collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), NAMES.len());
+        let text =
+            script(&["return { K.FAIR_PREFIX, K.WEIGHT_SEPARATOR, K.TOKEN_CAP, K.SLOT_ELASTIC }"]);
+        let prelude = text.lines().next().unwrap();
+        assert_eq!(
+            prelude,
+            "local K = { WEIGHT_SEPARATOR = '\\010', TOKEN_CAP = 1000, FAIR_PREFIX = 'sidekiq-fair_tenant:fair:', SLOT_ELASTIC = 5 }"
+                .replace("WEIGHT_SEPARATOR = '\\010', TOKEN_CAP = 1000, FAIR_PREFIX = 'sidekiq-fair_tenant:fair:'",
+                    &prelude_order(&["FAIR_PREFIX", "WEIGHT_SEPARATOR", "TOKEN_CAP"]))
+        );
+        assert_eq!(
+            script(&["return 1"]),
+            "return 1",
+            "no names used, no prelude"
+        );
+        assert_eq!(SLOT_FIELDS.len(), 5);
+    }
+
+    fn prelude_order(names: &[&str]) -> String {
+        NAMES
+            .iter()
+            .filter(|n| names.contains(&n.name))
+            .map(|n| format!("{} = {}", n.name, lua_value(n.value)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    #[test]
+    #[should_panic(expected = "K.NOPE: no such shared name")]
+    fn a_script_naming_an_unknown_name_does_not_build() {
+        script(&["return K.NOPE"]);
+    }
+
+    #[test]
+    fn every_script_names_only_registered_names() {
+        for path in lua_files() {
+            let src = std::fs::read_to_string(&path).unwrap();
+            let known = lua_names();
+            for r in references(&src) {
+                assert!(
+                    known.iter().any(|(n, _)| n == r),
+                    "{}: K.{r}",
+                    path.display()
+                );
+            }
+        }
+    }
+}
