@@ -25,13 +25,13 @@ const LEASE_MS: u64 = 3_600_000;
 const PROCESSES: usize = 3;
 
 /// A redis-server of the test's own on a free loopback port, stopped (by its pid) when dropped.
-struct Server {
+pub(crate) struct Server {
     child: Child,
     port: u16,
 }
 
 impl Server {
-    fn start() -> Server {
+    pub(crate) fn start() -> Server {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -53,7 +53,7 @@ impl Server {
         Server { child, port }
     }
 
-    fn connect(&self) -> Connection {
+    pub(crate) fn connect(&self) -> Connection {
         let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {

@@ -154,7 +154,7 @@ fn base(tag: &[u8]) -> Vec<u8> {
     ])
 }
 
-fn meta(tag: &[u8]) -> Vec<u8> {
+pub(crate) fn meta(tag: &[u8]) -> Vec<u8> {
     join(&[&base(tag), names::META.as_bytes()])
 }
 
