@@ -38,7 +38,7 @@ if score == math.floor(score) then
   if last[2] then score = math.min(tonumber(last[2]) + 1 / 4096, score + 4095 / 4096) end
 end
 redis.call('ZADD', parked, score, ARGV[6])
-redis.call('HSET', meta, ARGV[4], ARGV[3] .. K.META_SEPARATOR .. ARGV[2])
+redis.call('HSET', meta, ARGV[4], ARGV[3] .. K_META_SEPARATOR .. ARGV[2])
 redis.call('SADD', tags, ARGV[5])
 if free > 0 then
   hand_over(holders, parked, limit, now, lease_until)

@@ -43,7 +43,7 @@ for i = 7, #ARGV, step do
     elseif action == 'fair' then
       local k = fair_keys(fill_base(template, queue), KEYS[2])
       push_front(k, tenant, job, queue)
-      redis.call('HINCRBY', k.state, K.STATE_N, 1)
+      redis.call('HINCRBY', k.state, K_STATE_N, 1)
       add_tokens(k, 1, cap)
       if mode == 'recover' then
         redis.call('HSET', KEYS[6], entry, inflight_entry(queue, tenant, job))

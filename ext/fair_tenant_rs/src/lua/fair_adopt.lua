@@ -25,6 +25,6 @@ for i = 1, n do
     adopted = adopted + 1
   end
 end
-redis.call('HINCRBY', k.state, K.STATE_N, adopted)
+redis.call('HINCRBY', k.state, K_STATE_N, adopted)
 add_tokens(k, adopted, tonumber(ARGV[3]))
 return n

@@ -3,7 +3,7 @@
 -- lockstep test, src/lockstep.rs).
 --
 -- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush) in its
--- K.SLOT_FIELD field: [tag, sub, default limit, lease ms, elastic 0/1] (positions K.SLOT_TAG ... K.SLOT_ELASTIC)
+-- K_SLOT_FIELD field: [tag, sub, default limit, lease ms, elastic 0/1] (positions K_SLOT_TAG ... K_SLOT_ELASTIC)
 -- Its slot is taken when it is served (its jid joins the scope's holders with a lease, as the server
 -- middleware's acquire does for other queues) and given back with its acknowledgement, requeue or recovery.
 -- No job is parked or fetched twice: a tenant whose next job cannot take its slot leaves the rotation.
@@ -15,29 +15,29 @@
 -- hash and the tags set while it has holders or waiters, so the slot sweep visits it.
 
 local function fair_base(queue)
-  return fill_base(K.FAIR_BASE, queue)
+  return fill_base(K_FAIR_BASE, queue)
 end
 
 local function scope_keys(tag, sub)
-  local base = K.SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
-  return { holders = base .. sub .. K.HOLDERS, waiting = base .. sub .. K.WAITING, meta = base .. K.META,
-           limits = K.LIMITS_PREFIX .. #tag .. ':' .. tag }
+  local base = K_SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
+  return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, meta = base .. K_META,
+           limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
 end
 
-local SLOT_QUOTED = '"' .. K.SLOT_FIELD .. '"'
+local SLOT_QUOTED = '"' .. K_SLOT_FIELD .. '"'
 
 -- The slot a job of a fair queue takes, or nil. Jobs without one cost a substring search, no decoding.
 local function slot_of(job)
   if not job or not string.find(job, SLOT_QUOTED, 1, true) then return nil end
   local ok, decoded = pcall(cjson.decode, job)
   if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
-  local s = decoded[K.SLOT_FIELD]
-  if type(s) ~= 'table' or type(s[K.SLOT_TAG]) ~= 'string' or type(s[K.SLOT_SUB]) ~= 'string' then return nil end
-  local slot = scope_keys(s[K.SLOT_TAG], s[K.SLOT_SUB])
-  slot.tag, slot.sub, slot.jid = s[K.SLOT_TAG], s[K.SLOT_SUB], tostring(decoded.jid)
-  slot.default = tonumber(s[K.SLOT_LIMIT]) or K.DEFAULT_LIMIT
-  slot.lease = tonumber(s[K.SLOT_LEASE]) or K.DEFAULT_LEASE_MS
-  slot.elastic = s[K.SLOT_ELASTIC] == 1 or s[K.SLOT_ELASTIC] == true
+  local s = decoded[K_SLOT_FIELD]
+  if type(s) ~= 'table' or type(s[K_SLOT_TAG]) ~= 'string' or type(s[K_SLOT_SUB]) ~= 'string' then return nil end
+  local slot = scope_keys(s[K_SLOT_TAG], s[K_SLOT_SUB])
+  slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(decoded.jid)
+  slot.default = tonumber(s[K_SLOT_LIMIT]) or K_DEFAULT_LIMIT
+  slot.lease = tonumber(s[K_SLOT_LEASE]) or K_DEFAULT_LEASE_MS
+  slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
   return slot
 end
 
@@ -47,8 +47,8 @@ end
 
 -- The scope's sweep registration (as acquire.lua does for parked jobs): "default limit lease" per sub.
 local function register(slot)
-  redis.call('HSET', slot.meta, slot.sub, slot.default .. K.META_SEPARATOR .. slot.lease)
-  redis.call('SADD', K.SLOT_TAGS_KEY, slot.tag)
+  redis.call('HSET', slot.meta, slot.sub, slot.default .. K_META_SEPARATOR .. slot.lease)
+  redis.call('SADD', K_SLOT_TAGS_KEY, slot.tag)
 end
 
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
@@ -102,7 +102,7 @@ end
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
 local function rejoin(k, from, member, tag)
   redis.call('ZREM', from, member)
-  local v = tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
+  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
   if v > tag then tag = v end
   redis.call('ZADD', k.ready, tag, member)
 end
@@ -131,7 +131,7 @@ local function wake(slot, limit, tokens)
     if qlen then
       local queue = entry:sub(at, at + tonumber(qlen) - 1)
       local member = entry:sub(at + tonumber(qlen))
-      local k = fair_keys(fair_base(queue), K.FAIR_WEIGHTS_KEY)
+      local k = fair_keys(fair_base(queue), K_FAIR_WEIGHTS_KEY)
       local from = entry:sub(1, 1) == 'o' and k.over or k.capped
       local tag = tonumber(redis.call('ZSCORE', from, member)) -- nil: it left meanwhile (cleared, drained)
       if tag then
@@ -141,7 +141,7 @@ local function wake(slot, limit, tokens)
                                   known = { slot = slot, limit = limit, running = running } }
         else
           rejoin(k, from, member, tag)
-          if tokens then add_tokens(k, 1, K.TOKEN_CAP) end
+          if tokens then add_tokens(k, 1, K_TOKEN_CAP) end
         end
         woken = woken + 1
       end
@@ -170,7 +170,7 @@ local function settle(woken, only)
     local w = woken[i]
     if only == nil or w.k.ready == only.ready then
       rejoin(w.k, w.from, w.member, w.tag)
-      add_tokens(w.k, 1, K.TOKEN_CAP)
+      add_tokens(w.k, 1, K_TOKEN_CAP)
       table.remove(woken, i)
     end
   end
@@ -246,7 +246,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   local function forget_entry()
     if stale then redis.call('ZREM', stale.waiting, waiting_entry(k, queue, tier, member)) end
   end
-  redis.call('HSET', k.state, K.STATE_V, start)
+  redis.call('HSET', k.state, K_STATE_V, start)
   local finish = start + 1 / w
   local next_job = redis.call('LINDEX', list, 0)
   if next_job then
@@ -268,7 +268,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     redis.call('ZADD', k.fin, finish, tenant)
   end
   redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
-  redis.call('HINCRBY', k.state, K.STATE_N, -1)
+  redis.call('HINCRBY', k.state, K_STATE_N, -1)
   return tenant, job, slot and slot.jid
 end
 
@@ -278,7 +278,7 @@ local function woken_turn(k, queue, woken)
   local v, best, best_start
   for i, w in ipairs(woken) do
     if w.k.ready == k.ready then
-      v = v or tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
+      v = v or tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
       local start = w.tag > v and w.tag or v
       if best == nil or start < best_start or (start == best_start and w.member < woken[best].member) then
         best, best_start = i, start
@@ -293,7 +293,7 @@ local function woken_turn(k, queue, woken)
     -- This call serves the tenant ahead of it; an idle fetcher is woken for this one (its slot is free).
     redis.call('ZREM', w.from, w.member)
     redis.call('ZADD', k.ready, start, w.member)
-    add_tokens(k, 1, K.TOKEN_CAP)
+    add_tokens(k, 1, K_TOKEN_CAP)
     return nil
   end
   return turn(k, queue, w.from, w.member, start, false, w.known)
@@ -329,7 +329,7 @@ local function serve(k, queue, uncapped, woken)
     local start = tonumber(top[2])
     if tier ~= k.ready then
       -- Tags in over (or capped) stayed behind while ready tenants moved v on: v never goes backwards.
-      local v = tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
+      local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
       if v > start then start = v end
     end
     local tenant, job, jid = turn(k, queue, tier, top[1], start, uncapped)
@@ -356,7 +356,7 @@ local function glob_escape(s)
   return (s:gsub('[%*%?%[%]\\]', '\\%0'))
 end
 
-local ACTIVATION = string.rep('?', K.ACTIVATION_DIGITS)
+local ACTIVATION = string.rep('?', K_ACTIVATION_DIGITS)
 
 -- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
 -- (capped or over), its member there and start tag, or nil (not held on this scope).
@@ -392,7 +392,7 @@ local function leave(k, queue, tenant, last)
   end
   if not member then return end
   redis.call('ZREM', tier, member)
-  if tag > (tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > (tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
 end
 
 -- Takes one waiting job (the exact payload) out of `tenant`'s list of a fair queue, the scheduling state
@@ -403,7 +403,7 @@ local function take_waiting(k, queue, tenant, job)
   local list = k.prefix .. tenant
   local head = redis.call('LINDEX', list, 0)
   if not head or redis.call('LREM', list, 1, job) == 0 then return false end
-  redis.call('HINCRBY', k.state, K.STATE_N, -1)
+  redis.call('HINCRBY', k.state, K_STATE_N, -1)
   local next_job = redis.call('LINDEX', list, 0)
   if not next_job then
     leave(k, queue, tenant, job)
@@ -414,7 +414,7 @@ local function take_waiting(k, queue, tenant, job)
     if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
     if member then
       rejoin(k, tier, member, tag)
-      add_tokens(k, 1, K.TOKEN_CAP)
+      add_tokens(k, 1, K_TOKEN_CAP)
     end
   end
   return true

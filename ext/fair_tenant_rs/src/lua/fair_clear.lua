@@ -19,5 +19,5 @@ for _, tenant in ipairs(redis.call('SMEMBERS', k.paused)) do
   drop(tenant)
 end
 redis.call('DEL', k.ready, k.capped, k.over, k.paused, k.sig, k.heads)
-redis.call('HSET', k.state, K.STATE_N, 0)
+redis.call('HSET', k.state, K_STATE_N, 0)
 return deleted

@@ -14,11 +14,11 @@
 --                 member and score as in ready (fair_caps.lua)
 --   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
--- weights HASH (shared): tenant -> weight, tenant .. K.WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
--- The names are spelled once, in names.rs; scripts read them from the prelude K.
+-- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
+-- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
 
 local function weight(weights, tenant, queue)
-  local w = redis.call('HMGET', weights, tenant .. K.WEIGHT_SEPARATOR .. queue, tenant)
+  local w = redis.call('HMGET', weights, tenant .. K_WEIGHT_SEPARATOR .. queue, tenant)
   local value = tonumber(w[1]) or tonumber(w[2]) or 1
   if value < 0 then value = 0 end
   return value
@@ -32,14 +32,14 @@ local function activate(k, tenant, queue)
     redis.call('SADD', k.paused, tenant)
     return
   end
-  local v = tonumber(redis.call('HGET', k.state, K.STATE_V)) or 0
+  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
   local f = tonumber(redis.call('ZSCORE', k.fin, tenant))
   if f then
     redis.call('ZREM', k.fin, tenant)
     if f > v then v = f end
   end
-  local seq = redis.call('HINCRBY', k.state, K.STATE_SEQ, 1)
-  redis.call('ZADD', k.ready, v, string.format('%0' .. K.ACTIVATION_DIGITS .. 'x', seq) .. tenant)
+  local seq = redis.call('HINCRBY', k.state, K_STATE_SEQ, 1)
+  redis.call('ZADD', k.ready, v, string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq) .. tenant)
 end
 
 -- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable.
@@ -72,20 +72,20 @@ local function add_tokens(k, count, cap)
 end
 
 local function fair_keys(base, weights)
-  return { ready = base .. K.READY, state = base .. K.STATE, fin = base .. K.FIN, paused = base .. K.PAUSED,
-           sig = base .. K.SIG, heads = base .. K.HEADS, capped = base .. K.CAPPED, over = base .. K.OVER,
-           prefix = base .. K.TENANT_LIST, weights = weights }
+  return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
+           sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
+           prefix = base .. K_TENANT_LIST, weights = weights }
 end
 
--- A queue's key prefix from a template holding K.QUEUE_PLACEHOLDER once.
+-- A queue's key prefix from a template holding K_QUEUE_PLACEHOLDER once.
 local function fill_base(template, queue)
-  local at = string.find(template, K.QUEUE_PLACEHOLDER, 1, true)
-  return string.sub(template, 1, at - 1) .. queue .. string.sub(template, at + #K.QUEUE_PLACEHOLDER)
+  local at = string.find(template, K_QUEUE_PLACEHOLDER, 1, true)
+  return string.sub(template, 1, at - 1) .. queue .. string.sub(template, at + #K_QUEUE_PLACEHOLDER)
 end
 
 -- The tenant of a member of ready, capped or over (after the hex digits of its activation).
 local function member_tenant(member)
-  return member:sub(K.ACTIVATION_DIGITS + 1)
+  return member:sub(K_ACTIVATION_DIGITS + 1)
 end
 
 -- "<len>:<queue><len>:<tenant><job>": how an in-flight job remembers where it goes back to.

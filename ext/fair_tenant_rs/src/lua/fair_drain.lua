@@ -22,7 +22,7 @@ if moved < max then
     redis.call('DEL', k.prefix .. tenant)
     redis.call('ZREM', k.heads, tenant)
     redis.call('SREM', k.paused, tenant)
-    redis.call('HINCRBY', k.state, K.STATE_N, -#jobs)
+    redis.call('HINCRBY', k.state, K_STATE_N, -#jobs)
     moved = moved + #jobs
   end
 end

@@ -14,4 +14,4 @@ for i = 5, #ARGV, 2 do
 end
 redis.call('SADD', KEYS[1], queue)
 add_tokens(k, pushed, tonumber(ARGV[3]))
-return redis.call('HINCRBY', k.state, K.STATE_N, pushed)
+return redis.call('HINCRBY', k.state, K_STATE_N, pushed)

@@ -16,7 +16,7 @@ local rows = {}
 local page = redis.call('ZRANGE', k.heads, offset, offset + limit - 1, 'WITHSCORES')
 for i = 1, #page, 2 do
   local tenant = page[i]
-  local w = redis.call('HMGET', KEYS[1], tenant .. K.WEIGHT_SEPARATOR .. queue, tenant)
+  local w = redis.call('HMGET', KEYS[1], tenant .. K_WEIGHT_SEPARATOR .. queue, tenant)
   rows[#rows + 1] = { tenant, page[i + 1], redis.call('LLEN', k.prefix .. tenant), w[1] or w[2] or false,
                       redis.call('SISMEMBER', k.paused, tenant) }
 end
@@ -29,12 +29,12 @@ end
 
 -- What a scope's tag and sub name (slots.rs: a tenant's tag with a queue's sub, or a key's tag and sub).
 local function scope_of(slot)
-  local tenant, queue = after(slot.tag, K.TENANT_TAG), after(slot.sub, K.QUEUE_SUB)
+  local tenant, queue = after(slot.tag, K_TENANT_TAG), after(slot.sub, K_QUEUE_SUB)
   if tenant and queue then
     return { 'tenant', tenant, queue }
   end
-  local key = after(slot.tag, K.KEY_TAG)
-  if key and slot.sub == K.KEY_SUB then
+  local key = after(slot.tag, K_KEY_TAG)
+  if key and slot.sub == K_KEY_SUB then
     return { 'key', key }
   end
   return false
@@ -71,5 +71,5 @@ for i = 1, math.min(#held, capped_max) do
                           redis.call('LLEN', list), scope }
 end
 
-return { tonumber(redis.call('HGET', k.state, K.STATE_N)) or 0, redis.call('ZCARD', k.heads), rows,
+return { tonumber(redis.call('HGET', k.state, K_STATE_N)) or 0, redis.call('ZCARD', k.heads), rows,
          redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped }

@@ -34,8 +34,8 @@ local keep, window, index_every = struct.unpack('>ddd', spec)
 local value = redis.pcall('GET', key)
 local n = -1
 local ttl_set, indexed
-if type(value) == 'string' and #value >= K.ROUTE_HEADER and #value % 8 == 0 then
-  n = (#value - K.ROUTE_HEADER) / 8
+if type(value) == 'string' and #value >= K_ROUTE_HEADER and #value % 8 == 0 then
+  n = (#value - K_ROUTE_HEADER) / 8
   ttl_set, indexed = struct.unpack('>dd', value)
 end
 local last
@@ -57,7 +57,7 @@ else
   -- Rewrite: the times held, `now` inserted in order, the newest `keep` of them.
   local times = ''
   if n > 0 then
-    times = string.sub(value, K.ROUTE_HEADER + 1)
+    times = string.sub(value, K_ROUTE_HEADER + 1)
   end
   local pos = n
   if pos < 0 then
@@ -74,7 +74,7 @@ else
   end
   local index_time = packed
   if not index_due then
-    index_time = string.sub(value, 9, K.ROUTE_HEADER)
+    index_time = string.sub(value, 9, K_ROUTE_HEADER)
   end
   value = packed .. index_time .. times
   redis.call('PSETEX', key, ARGV[2], value)
@@ -84,7 +84,7 @@ end
 -- seconds older than its newest, so a busy tenant costs it one HSET (and one SETRANGE of the
 -- header) every `index_every` seconds, not one a push. Its TTL is pushed out with every write.
 -- Housekeeping only when a tenant joins it or becomes active again (its key was empty): a few
--- sampled entries older than the window are dropped, and past K.INDEX_CAP tenants a random one is
+-- sampled entries older than the window are dropped, and past K_INDEX_CAP tenants a random one is
 -- (pcall: HRANDFIELD needs Redis 6.2).
 if index_due then
   local index = KEYS[2]
@@ -100,21 +100,21 @@ if index_due then
           redis.call('HDEL', index, sample[i])
         end
       end
-      if redis.call('HLEN', index) > K.INDEX_CAP then
+      if redis.call('HLEN', index) > K_INDEX_CAP then
         redis.call('HDEL', index, redis.call('HRANDFIELD', index))
       end
     end
   end
 end
 
--- The k-th newest time (k = 0: the newest) is at byte K.ROUTE_HEADER + 1 + (m - 1 - k) * 8 of `value`; after an
+-- The k-th newest time (k = 0: the newest) is at byte K_ROUTE_HEADER + 1 + (m - 1 - k) * 8 of `value`; after an
 -- APPEND the newest is `now`, which is not in `value` but is inside every window anyway.
 local chosen = -1
 local rule = 0
 for off = 25, #spec, 16 do
   local threshold, from = struct.unpack('>dd', spec, off)
   if m > threshold
-      and (threshold == 0 or struct.unpack('>d', value, (m - 1 - threshold) * 8 + K.ROUTE_HEADER + 1) >= from) then
+      and (threshold == 0 or struct.unpack('>d', value, (m - 1 - threshold) * 8 + K_ROUTE_HEADER + 1) >= from) then
     chosen = rule
   end
   rule = rule + 1

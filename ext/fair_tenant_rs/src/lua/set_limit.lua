@@ -1,7 +1,7 @@
 -- Sets (or, with an empty value, deletes) a runtime limit and applies it at once: free slots go
 -- to parked jobs of every affected scope, then to fair-queue tenants waiting on it.
 -- KEYS  limits, meta, limits index
--- ARGV  field (K.ALL_SCOPES for the whole tag, else a scope), value or '', base, tag
+-- ARGV  field (K_ALL_SCOPES for the whole tag, else a scope), value or '', base, tag
 -- Returns the number of jobs handed a slot.
 local limits, meta, index = KEYS[1], KEYS[2], KEYS[3]
 local field, value, base = ARGV[1], ARGV[2], ARGV[3]
@@ -21,10 +21,10 @@ local handed = 0
 local entries = redis.call('HGETALL', meta)
 for i = 1, #entries, 2 do
   local sub = entries[i]
-  if field == K.ALL_SCOPES or field == sub then
-    local default, lease = string.match(entries[i + 1], '^(%S+)' .. K.META_SEPARATOR .. '(%S+)$')
+  if field == K_ALL_SCOPES or field == sub then
+    local default, lease = string.match(entries[i + 1], '^(%S+)' .. K_META_SEPARATOR .. '(%S+)$')
     local limit = effective_limit(limits, sub, default)
-    handed = handed + hand_over(base .. sub .. K.HOLDERS, base .. sub .. K.PARKED, limit, now, now + tonumber(lease))
+    handed = handed + hand_over(base .. sub .. K_HOLDERS, base .. sub .. K_PARKED, limit, now, now + tonumber(lease))
     wake(scope_keys(ARGV[4], sub), limit, true) -- fair-queue tenants waiting on the scope
   end
 end

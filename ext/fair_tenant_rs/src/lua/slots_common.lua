@@ -12,7 +12,7 @@ end
 
 -- A per-scope override beats a tenant-wide one ('*'), which beats the class's default.
 local function effective_limit(limits_key, sub, default)
-  local v = redis.call('HMGET', limits_key, sub, K.ALL_SCOPES)
+  local v = redis.call('HMGET', limits_key, sub, K_ALL_SCOPES)
   return tonumber(v[1] or v[2] or default)
 end
 
