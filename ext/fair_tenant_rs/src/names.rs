@@ -543,7 +543,7 @@ mod tests {
     }
 
     #[test]
-    fn no_rust_file_but_this_one_spells_the_root() {
+    fn no_rust_file_but_this_one_spells_a_shared_name() {
         let mut rust = Vec::new();
         files(&crate_dir().join("src"), "rs", &mut rust);
         let mut found = Vec::new();
@@ -556,13 +556,20 @@ mod tests {
             for (n, line) in code.lines().enumerate() {
                 let code_part = line.split("//").next().unwrap();
                 if code_part.contains(&format!("\"{ROOT}")) {
-                    found.push(format!("{}:{}", path.display(), n + 1));
+                    found.push(format!("{}:{} ROOT", path.display(), n + 1));
+                }
+                for name in NAMES.iter().filter(|n| n.scan != Scan::Literal) {
+                    if let Value::Str(value) = name.value {
+                        if code_part.contains(&format!("\"{value}\"")) {
+                            found.push(format!("{}:{} {}", path.display(), n + 1, name.name));
+                        }
+                    }
                 }
             }
         }
         assert!(
             found.is_empty(),
-            "the root spelled by hand:\n{}",
+            "spelled by hand (use names::<NAME>):\n{}",
             found.join("\n")
         );
     }
