@@ -19,59 +19,34 @@
 //! below; shared glue (conversions, errors, GVL release, memoized objects) in `helpers`.
 
 pub mod build_info;
-pub mod concurrency;
-pub mod connect;
+pub mod demo;
 pub mod error;
 pub mod fair;
-pub mod fair_caps;
-pub mod fair_rules;
 pub mod handle;
-pub mod ideal;
-pub mod keys;
-#[cfg(test)]
-mod lockstep;
-pub mod outage;
-pub mod pool;
-pub mod queues;
-pub mod router;
-pub mod rules;
-pub mod sentinel;
-pub mod server;
-pub mod server_check;
+pub mod redis;
+pub mod routing;
 pub mod slots;
-pub mod stats;
-pub mod tls;
 
-mod client;
-mod concurrency_rule;
-mod fair_binding;
-mod helpers;
-mod limits_binding;
-mod queue_plan;
-mod router_binding;
-mod rule_set;
-mod server_check_binding;
-mod slots_binding;
-mod stats_binding;
+mod ruby_api;
 
 use magnus::{prelude::*, Error, RHash, Ruby};
 
 #[magnus::init(name = "fair_tenant_rs")]
 fn init(ruby: &Ruby) -> Result<(), Error> {
     let fair_tenant = ruby.define_module("Sidekiq")?.define_module("FairTenant")?;
-    helpers::errors::init(ruby, fair_tenant)?;
+    ruby_api::helpers::errors::init(ruby, fair_tenant)?;
     let native = fair_tenant.define_module("Native")?;
     native.define_singleton_method("build_info", magnus::function!(build_info, 0))?;
-    rule_set::init(ruby, native)?;
-    concurrency_rule::init(ruby, native)?;
-    client::init(ruby, native)?;
-    router_binding::init(ruby, native)?;
-    slots_binding::init(ruby, native)?;
-    stats_binding::init(ruby, native)?;
-    limits_binding::init(ruby, native)?;
-    fair_binding::init(ruby, native)?;
-    queue_plan::init(ruby, native)?;
-    server_check_binding::init(ruby, native)?;
+    ruby_api::rule_set::init(ruby, native)?;
+    ruby_api::concurrency::init(ruby, native)?;
+    ruby_api::client::init(ruby, native)?;
+    ruby_api::router::init(ruby, native)?;
+    ruby_api::slots::init(ruby, native)?;
+    ruby_api::stats::init(ruby, native)?;
+    ruby_api::limits::init(ruby, native)?;
+    ruby_api::fair::init(ruby, native)?;
+    ruby_api::queue_plan::init(ruby, native)?;
+    ruby_api::server_check::init(ruby, native)?;
     resolve_wrapped_classes(ruby);
     Ok(())
 }
@@ -82,13 +57,13 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
 /// Looked up here, at load, no call can be interrupted there.
 fn resolve_wrapped_classes(ruby: &Ruby) {
     use magnus::TypedData;
-    client::RbClient::class(ruby);
-    router_binding::RbRouter::class(ruby);
-    slots_binding::RbSlots::class(ruby);
-    stats_binding::RbStats::class(ruby);
-    limits_binding::RbLimits::class(ruby);
-    rule_set::RbRuleSet::class(ruby);
-    concurrency_rule::RbConcurrency::class(ruby);
+    ruby_api::client::RbClient::class(ruby);
+    ruby_api::router::RbRouter::class(ruby);
+    ruby_api::slots::RbSlots::class(ruby);
+    ruby_api::stats::RbStats::class(ruby);
+    ruby_api::limits::RbLimits::class(ruby);
+    ruby_api::rule_set::RbRuleSet::class(ruby);
+    ruby_api::concurrency::RbConcurrency::class(ruby);
 }
 
 /// `Native.build_info`: a new Hash of symbol keys to strings on every call.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use magnus::{prelude::*, Error, RModule, Ruby};
 
-use crate::queues::{self, Routed};
+use crate::routing::queues::{self, Routed};
 
 /// `[[job_class, source_queue, [rule_queue, ...]], ...]` as the Ruby side builds it.
 type RawClasses = Vec<(String, String, Vec<String>)>;

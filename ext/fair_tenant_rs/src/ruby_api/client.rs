@@ -13,20 +13,20 @@ use magnus::{
 };
 
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, seconds};
-use crate::helpers::errors::{argument_error, to_ruby};
-use crate::helpers::gvl::without_gvl;
-use crate::helpers::memo::Memo;
-use crate::keys::KeyFormat;
-use crate::limits_binding::RbLimits;
-use crate::pool::PoolConfig;
-use crate::router;
-use crate::router_binding::RbRouter;
-use crate::sentinel::SentinelConfig;
-use crate::server::{ServerFields, ServerSettings};
-use crate::slots_binding::RbSlots;
-use crate::stats_binding::RbStats;
-use crate::tls::TlsOptions;
+use crate::redis::pool::PoolConfig;
+use crate::redis::sentinel::SentinelConfig;
+use crate::redis::server::{ServerFields, ServerSettings};
+use crate::redis::tls::TlsOptions;
+use crate::routing::keys::KeyFormat;
+use crate::routing::router;
+use crate::ruby_api::helpers::convert::{bytes, seconds};
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
+use crate::ruby_api::helpers::gvl::without_gvl;
+use crate::ruby_api::helpers::memo::Memo;
+use crate::ruby_api::limits::RbLimits;
+use crate::ruby_api::router::RbRouter;
+use crate::ruby_api::slots::RbSlots;
+use crate::ruby_api::stats::RbStats;
 
 #[derive(TypedData)]
 #[magnus(

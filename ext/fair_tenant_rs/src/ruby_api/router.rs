@@ -8,13 +8,13 @@ use magnus::{
     prelude::*, scan_args::scan_args, Error, RArray, RModule, RString, Ruby, TryConvert, Value,
 };
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::bytes;
-use crate::helpers::errors::to_ruby;
-use crate::helpers::gvl::without_gvl;
-use crate::router::{self, Push};
-use crate::rule_set::RbRuleSet;
+use crate::routing::router::{self, Push};
+use crate::ruby_api::client::RbClient;
+use crate::ruby_api::helpers::convert::bytes;
+use crate::ruby_api::helpers::errors::to_ruby;
+use crate::ruby_api::helpers::gvl::without_gvl;
+use crate::ruby_api::rule_set::RbRuleSet;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Router", free_immediately, size)]
 pub struct RbRouter(Arc<Handle>);

@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, pair, put_target};
-use crate::helpers::errors::{argument_error, to_ruby};
-use crate::helpers::gvl::without_gvl;
+use crate::ruby_api::client::RbClient;
+use crate::ruby_api::helpers::convert::{bytes, pair, put_target};
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
+use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::slots;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Limits", free_immediately, size)]

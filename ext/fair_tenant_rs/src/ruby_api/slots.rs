@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, pair};
-use crate::helpers::errors::to_ruby;
-use crate::helpers::gvl::without_gvl;
+use crate::ruby_api::client::RbClient;
+use crate::ruby_api::helpers::convert::{bytes, pair};
+use crate::ruby_api::helpers::errors::to_ruby;
+use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::slots::{self, Scope, Slot};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]

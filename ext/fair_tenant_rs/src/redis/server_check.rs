@@ -229,10 +229,10 @@ mod tests {
 
     #[test]
     fn every_fair_queue_need_is_in_the_scripts() {
-        let caps = include_str!("lua/fair_caps.lua");
+        let caps = include_str!("../lua/fair/serve.lua");
         assert!(caps.contains("redis.call('ZADD', k.heads, 'LT',"));
         assert!(caps.contains("redis.call('ZPOPMIN'"));
-        let route = include_str!("lua/route.lua");
+        let route = include_str!("../lua/routing/route.lua");
         assert!(
             route.contains("redis.pcall('HRANDFIELD'"),
             "routing must stay usable without HRANDFIELD"

@@ -7,14 +7,14 @@ use std::sync::Arc;
 
 use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol};
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, pair, put_target};
-use crate::helpers::errors::{argument_error, to_ruby};
-use crate::helpers::gvl::without_gvl;
-use crate::rule_set::RbRuleSet;
+use crate::routing::stats::{self, Order, Query, TenantRow};
+use crate::ruby_api::client::RbClient;
+use crate::ruby_api::helpers::convert::{bytes, pair, put_target};
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
+use crate::ruby_api::helpers::gvl::without_gvl;
+use crate::ruby_api::rule_set::RbRuleSet;
 use crate::slots::{self, Scope};
-use crate::stats::{self, Order, Query, TenantRow};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Stats", free_immediately, size)]
 pub struct RbStats(Arc<Handle>);

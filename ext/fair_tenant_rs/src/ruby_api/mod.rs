@@ -1,0 +1,11 @@
+pub mod client;
+pub mod concurrency;
+pub mod fair;
+pub mod helpers;
+pub mod limits;
+pub mod queue_plan;
+pub mod router;
+pub mod rule_set;
+pub mod server_check;
+pub mod slots;
+pub mod stats;
