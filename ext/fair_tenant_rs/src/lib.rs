@@ -39,11 +39,11 @@ fn init(ruby: &Ruby) -> Result<(), Error> {
     native.define_singleton_method("build_info", magnus::function!(build_info, 0))?;
     ruby_api::rule_set::init(ruby, native)?;
     ruby_api::concurrency::init(ruby, native)?;
-    ruby_api::client::init(ruby, native)?;
     ruby_api::router::init(ruby, native)?;
     ruby_api::slots::init(ruby, native)?;
     ruby_api::stats::init(ruby, native)?;
     ruby_api::limits::init(ruby, native)?;
+    ruby_api::client::init(ruby, native)?;
     ruby_api::fair::init(ruby, native)?;
     ruby_api::queue_plan::init(ruby, native)?;
     ruby_api::server_check::init(ruby, native)?;

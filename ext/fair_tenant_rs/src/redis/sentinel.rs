@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::error::{Error, Result};
-use crate::redis::server::{Address, ServerSettings};
+use crate::redis::server::{format_addr, Address, ServerSettings};
 use crate::redis::tls::{self, TlsOptions};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,15 +49,6 @@ impl SentinelConfig {
 pub fn describe_addrs(addrs: &[(String, u16)]) -> String {
     let list: Vec<String> = addrs.iter().map(|(h, p)| format_addr(h, *p)).collect();
     list.join(", ")
-}
-
-/// host:port, an IPv6 address in brackets.
-pub fn format_addr(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 /// The reply to `SENTINEL get-master-addr-by-name`: `Ok(None)` when the sentinel knows no such master.

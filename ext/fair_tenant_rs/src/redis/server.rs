@@ -230,7 +230,7 @@ impl ServerSettings {
             Address::Tcp { host, port } => format!(
                 "{}://{user}{}/{}",
                 if self.tls { "rediss" } else { "redis" },
-                crate::redis::sentinel::format_addr(host, *port),
+                format_addr(host, *port),
                 self.db
             ),
             Address::Unix { path } => format!("unix://{user}{path}?db={}", self.db),
@@ -278,6 +278,15 @@ pub fn redact_url(url: &str) -> String {
             format!("{base}{}", parts.join("&"))
         }
         None => shown,
+    }
+}
+
+/// host:port, an IPv6 address in brackets.
+pub fn format_addr(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

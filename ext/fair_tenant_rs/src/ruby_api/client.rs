@@ -193,7 +193,27 @@ impl RbClient {
     }
 }
 
+/// Defines `Client`, and `Router.new(client)`, `Slots.new(client)`, `Stats.new(client)` and
+/// `Limits.new(client)`: one more object over the client's pool (`client.router` and the others keep
+/// one each). Here, so that the four bindings know the pool handle, not the client; their classes are
+/// defined before.
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
+    RbRouter::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbRouter::over(c.handle()), 1),
+    )?;
+    RbSlots::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbSlots::over(c.handle()), 1),
+    )?;
+    RbStats::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbStats::over(c.handle()), 1),
+    )?;
+    RbLimits::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbLimits::over(c.handle()), 1),
+    )?;
     let class = namespace.define_class("Client", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbClient::new, 1))?;
     class.define_singleton_method(

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
 
 use crate::handle::Handle;
-use crate::ruby_api::client::RbClient;
 use crate::ruby_api::helpers::convert::{bytes, pair, put_target};
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
@@ -19,10 +18,6 @@ pub struct RbLimits(Arc<Handle>);
 impl RbLimits {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbLimits(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     /// `[tag, field]` of the limits entry for a tenant (optionally one queue) or a key.
@@ -71,7 +66,6 @@ impl RbLimits {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Limits", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbLimits::new, 1))?;
     class.define_singleton_method("limit_target", magnus::function!(RbLimits::limit_target, 3))?;
     class.define_method("set_limit", magnus::method!(RbLimits::set_limit, 3))?;
     class.define_method("get_limit", magnus::method!(RbLimits::get_limit, 2))?;

@@ -10,7 +10,6 @@ use magnus::{
 
 use crate::handle::Handle;
 use crate::routing::router::{self, Push};
-use crate::ruby_api::client::RbClient;
 use crate::ruby_api::helpers::convert::bytes;
 use crate::ruby_api::helpers::errors::to_ruby;
 use crate::ruby_api::helpers::gvl::without_gvl;
@@ -22,10 +21,6 @@ pub struct RbRouter(Arc<Handle>);
 impl RbRouter {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbRouter(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
@@ -95,7 +90,6 @@ impl RbRouter {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Router", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbRouter::new, 1))?;
     class.define_singleton_method("decode_times", magnus::function!(RbRouter::decode_times, 1))?;
     class.define_singleton_method(
         "route_script_sha",

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 
 use crate::handle::Handle;
-use crate::ruby_api::client::RbClient;
 use crate::ruby_api::helpers::convert::{bytes, pair};
 use crate::ruby_api::helpers::errors::to_ruby;
 use crate::ruby_api::helpers::gvl::without_gvl;
@@ -28,10 +27,6 @@ fn slot(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: 
 impl RbSlots {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbSlots(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.
@@ -109,7 +104,6 @@ impl RbSlots {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Slots", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbSlots::new, 1))?;
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
     class.define_method("acquire", magnus::method!(RbSlots::acquire, 7))?;
