@@ -9,10 +9,10 @@
 //! - weight 0 pauses a tenant (its jobs stay, it leaves the rotation until its weight is raised);
 //! - FIFO within a tenant; work-conserving: a lone tenant is served at every fetch.
 //!
-//! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair_common.lua` applies the same rule
-//! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both;
-//! the lockstep test (`src/lockstep.rs`) runs random sequences through both and fails on any difference.
-//! Concurrency caps inside fair queues (`lua/fair_caps.lua`) are modelled on top of it in
+//! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair/common.lua` applies the same rule
+//! in Redis (`push.lua`, `fetch.lua`, `ack.lua`). A change to the policy changes both;
+//! the lockstep test (`fair/lockstep.rs`) runs random sequences through both and fails on any difference.
+//! Concurrency caps inside fair queues (`lua/fair/serve.lua`) are modelled on top of it in
 //! [`crate::fair::caps`].
 
 pub mod caps;
@@ -352,7 +352,7 @@ impl Sfq {
         more.then_some(finish)
     }
 
-    /// A waiting job taken out of the tenant's backlog (deleted through Sidekiq's API; `lua/fair_delete.lua`).
+    /// A waiting job taken out of the tenant's backlog (deleted through Sidekiq's API; `lua/fair/delete.lua`).
     /// `V` does not move. A tenant whose backlog empties leaves the rotation (or `paused`), its start tag
     /// remembered while ahead of `V`: back with a new job, it starts no earlier than its next job would have.
     /// Returns whether the job was waiting there.

@@ -13,7 +13,7 @@ static ROUTE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/routing/route.lua")));
 static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
 
-/// Tenants kept in a class's index; mirrored in `lua/route.lua`.
+/// Tenants kept in a class's index; mirrored in `lua/routing/route.lua`.
 pub const INDEX_CAP: usize = 10_000;
 
 /// One push to decide.
@@ -113,7 +113,7 @@ pub fn ttl_ms(window: f64) -> u64 {
     (window * 1000.0).ceil().max(1.0) as u64
 }
 
-/// Bytes before the enqueue times in a tenant key's value; mirrored in `lua/route.lua`.
+/// Bytes before the enqueue times in a tenant key's value; mirrored in `lua/routing/route.lua`.
 pub const HEADER: usize = 16;
 
 /// Decodes a tenant key's value: its enqueue times, oldest first (after the 16-byte header that

@@ -1,7 +1,7 @@
 //! Read-only views of the routing state for the stats API, the Web tab and the CLI.
 //!
 //! A class's active tenants come from its tenant index (written by the enqueue script, see
-//! `lua/route.lua`); each tenant's counts, next queue and last re-route are computed here from
+//! `lua/routing/route.lua`); each tenant's counts, next queue and last re-route are computed here from
 //! the enqueue times its key holds, with the same comparisons as the script.
 
 use crate::error::Result;

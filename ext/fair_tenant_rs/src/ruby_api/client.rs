@@ -1,5 +1,5 @@
 //! `Sidekiq::FairTenant::Native::Client`: the extension's connection to Redis (see
-//! `handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
+//! `src/handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
 //! and `client.limits`, each made on first use and kept for the client's life.
 //! Binding only: converts the settings Hash, releases the GVL, maps errors.
 

@@ -1,5 +1,5 @@
 //! `Sidekiq::FairTenant::Native::Concurrency`: a validated `fair_tenant_concurrency` option.
-//! Binding only: parsing lives in `concurrency.rs`.
+//! Binding only: parsing lives in `slots/concurrency.rs`.
 
 use magnus::{prelude::*, Error, RHash, RModule, Ruby, Value};
 

@@ -1,6 +1,6 @@
 //! `Sidekiq::FairTenant::Native::Limits`: runtime concurrency limits for
 //! `Sidekiq::FairTenant::Limits` (`client.limits`, or `Native::Limits.new(client)`). Binding only:
-//! which entry a limit is, and the script that applies it, live in `slots.rs` and `lua/`.
+//! which entry a limit is, and the script that applies it, live in `slots/mod.rs` and `lua/slots/`.
 
 use std::sync::Arc;
 

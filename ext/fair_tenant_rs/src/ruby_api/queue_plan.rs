@@ -1,5 +1,5 @@
 //! `Sidekiq::FairTenant::Native::QueuePlan`: queue weights and boot checks.
-//! Binding only: the decisions live in `queues.rs`.
+//! Binding only: the decisions live in `routing/queues.rs`.
 
 use std::collections::BTreeMap;
 

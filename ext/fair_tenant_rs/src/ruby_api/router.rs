@@ -1,6 +1,6 @@
 //! `Sidekiq::FairTenant::Native::Router`: routing pushes (`client.router`, or
-//! `Native::Router.new(client)`). Binding only: the decision is `router.rs` and `lua/route.lua`,
-//! the rules `rules.rs`.
+//! `Native::Router.new(client)`). Binding only: the decision is `routing/router.rs` and
+//! `lua/routing/route.lua`, the rules `routing/rules.rs`.
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
 //! `Sidekiq::FairTenant::Native::RuleSet`: a validated `fair_tenant_queues` value.
-//! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `rules.rs`.
+//! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `routing/rules.rs`.
 
 use magnus::{prelude::*, Error, RArray, RHash, RModule, Ruby, TryConvert, Value};
 

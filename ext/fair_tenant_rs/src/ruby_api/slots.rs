@@ -1,6 +1,6 @@
 //! `Sidekiq::FairTenant::Native::Slots`: per-tenant concurrency slots as the server middleware and
 //! the heartbeat use them (`client.slots`, or `Native::Slots.new(client)`). Binding only: key
-//! naming and the scripts live in `slots.rs` and `lua/`.
+//! naming and the scripts live in `slots/mod.rs` and `lua/slots/`.
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! `Sidekiq::FairTenant::Native::Stats`: read-only views of routing and concurrency state for
 //! `Sidekiq::FairTenant::Stats`, the Web tab and the CLI (`client.stats`, or
-//! `Native::Stats.new(client)`). Binding only: the evaluation lives in `stats.rs`, the slot keys
-//! in `slots.rs`.
+//! `Native::Stats.new(client)`). Binding only: the evaluation lives in `routing/stats.rs`, the slot
+//! keys in `slots/mod.rs`.
 
 use std::sync::Arc;
 

@@ -34,7 +34,7 @@ macro_rules! slot_script {
     };
 }
 
-/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair_caps.lua`).
+/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair/serve.lua`).
 macro_rules! slot_and_fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
@@ -127,7 +127,7 @@ impl Scope {
         join(&[&base(&self.tag), &self.sub, b":parked"])
     }
 
-    /// Fair-queue tenants waiting for a slot of this scope (`lua/fair_caps.lua`).
+    /// Fair-queue tenants waiting for a slot of this scope (`lua/fair/serve.lua`).
     pub fn waiting(&self) -> Vec<u8> {
         join(&[&base(&self.tag), &self.sub, b":waiting"])
     }
