@@ -123,7 +123,7 @@ impl ServerSettings {
 
     /// The server to use: a URL the user configured wins and is parsed here, once; otherwise the
     /// fields, a unix socket `path` before `host`/`port`, with Redis's defaults for what is missing.
-    /// TLS is off here: `ssl: true` ([`crate::tls::TlsOptions::force`]) turns it on.
+    /// TLS is off here: `ssl: true` ([`crate::redis::tls::TlsOptions::force`]) turns it on.
     pub fn resolve(url: Option<&str>, fields: ServerFields) -> Result<ServerSettings> {
         if let Some(url) = url {
             return ServerSettings::from_url(url);
@@ -187,7 +187,7 @@ impl ServerSettings {
         Ok(())
     }
 
-    /// The redis-rs connection settings (TLS details are added by [`crate::tls::client`]).
+    /// The redis-rs connection settings (TLS details are added by [`crate::redis::tls::client`]).
     pub fn connection_info(&self) -> Result<ConnectionInfo> {
         self.connection_info_at(self.address.clone())
     }
@@ -230,7 +230,7 @@ impl ServerSettings {
             Address::Tcp { host, port } => format!(
                 "{}://{user}{}/{}",
                 if self.tls { "rediss" } else { "redis" },
-                crate::sentinel::format_addr(host, *port),
+                format_addr(host, *port),
                 self.db
             ),
             Address::Unix { path } => format!("unix://{user}{path}?db={}", self.db),
@@ -278,6 +278,15 @@ pub fn redact_url(url: &str) -> String {
             format!("{base}{}", parts.join("&"))
         }
         None => shown,
+    }
+}
+
+/// host:port, an IPv6 address in brackets.
+pub fn format_addr(host: &str, port: u16) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
     }
 }
 

@@ -1,9 +1,9 @@
 //! `Sidekiq::FairTenant::Native::ServerCheck`: the boot check of the server's version against what the
-//! scripts need. Binding only: the needs and the rule live in [`crate::server_check`].
+//! scripts need. Binding only: the needs and the rule live in [`crate::redis::server_check`].
 
 use magnus::{prelude::*, Error, RModule, Ruby};
 
-use crate::server_check::ServerInfo;
+use crate::redis::server_check::ServerInfo;
 
 /// `ServerCheck.problem(info, fair_queues)`: the error message, or nil when the server has everything.
 fn problem(info: String, fair_queues: bool) -> Option<String> {

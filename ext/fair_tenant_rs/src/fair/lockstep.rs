@@ -16,8 +16,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use redis::{Connection, Script, Value};
 
+use crate::fair::caps::{CappedSfq, Slot, Tier};
 use crate::fair::{self, Tag};
-use crate::fair_caps::{CappedSfq, Slot, Tier};
 use crate::slots;
 
 const QUEUE: &str = "fq";

@@ -1,14 +1,14 @@
 //! Read-only views of the routing state for the stats API, the Web tab and the CLI.
 //!
 //! A class's active tenants come from its tenant index (written by the enqueue script, see
-//! `lua/route.lua`); each tenant's counts, next queue and last re-route are computed here from
+//! `lua/routing/route.lua`); each tenant's counts, next queue and last re-route are computed here from
 //! the enqueue times its key holds, with the same comparisons as the script.
 
 use crate::error::Result;
-use crate::keys::KeyFormat;
-use crate::pool::Pool;
-use crate::router::{decode_times, index_every};
-use crate::rules::RuleSet;
+use crate::redis::pool::Pool;
+use crate::routing::keys::KeyFormat;
+use crate::routing::router::{decode_times, index_every};
+use crate::routing::rules::RuleSet;
 
 /// MGET batch size when reading many tenants' keys.
 const BATCH: usize = 500;
@@ -183,7 +183,7 @@ fn read_rows(pool: &Pool, q: &Query<'_>, members: Vec<(Vec<u8>, f64)>) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rules::{RawRule, RawValue};
+    use crate::routing::rules::{RawRule, RawValue};
 
     fn rules() -> RuleSet {
         let rule = |q: &str, t: i64, per: i64| RawRule::Hash {

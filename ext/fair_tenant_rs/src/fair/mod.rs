@@ -9,11 +9,16 @@
 //! - weight 0 pauses a tenant (its jobs stay, it leaves the rotation until its weight is raised);
 //! - FIFO within a tenant; work-conserving: a lone tenant is served at every fetch.
 //!
-//! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair_common.lua` applies the same rule
-//! in Redis (`fair_push.lua`, `fair_fetch.lua`, `fair_ack.lua`). A change to the policy changes both;
-//! the lockstep test (`src/lockstep.rs`) runs random sequences through both and fails on any difference.
-//! Concurrency caps inside fair queues (`lua/fair_caps.lua`) are modelled on top of it in
-//! [`crate::fair_caps`].
+//! [`Sfq`] is the rule as a plain model, unit-tested here; `lua/fair/common.lua` applies the same rule
+//! in Redis (`push.lua`, `fetch.lua`, `ack.lua`). A change to the policy changes both;
+//! the lockstep test (`fair/lockstep.rs`) runs random sequences through both and fails on any difference.
+//! Concurrency caps inside fair queues (`lua/fair/serve.lua`) are modelled on top of it in
+//! [`crate::fair::caps`].
+
+pub mod caps;
+#[cfg(test)]
+mod lockstep;
+pub mod rules;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::LazyLock;
@@ -24,9 +29,9 @@ macro_rules! fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
             FairScript::new(concat!(
-                include_str!("lua/slots_common.lua"),
-                include_str!("lua/fair_common.lua"),
-                include_str!("lua/fair_caps.lua"),
+                include_str!("../lua/slots/common.lua"),
+                include_str!("../lua/fair/common.lua"),
+                include_str!("../lua/fair/serve.lua"),
                 include_str!($file)
             ))
         })
@@ -49,18 +54,18 @@ impl FairScript {
     }
 }
 
-static PUSH: LazyLock<FairScript> = fair_script!("lua/fair_push.lua");
-static FETCH: LazyLock<FairScript> = fair_script!("lua/fair_fetch.lua");
-static ADOPT: LazyLock<FairScript> = fair_script!("lua/fair_adopt.lua");
-static ACK: LazyLock<FairScript> = fair_script!("lua/fair_ack.lua");
-static CLEAR: LazyLock<FairScript> = fair_script!("lua/fair_clear.lua");
-static WEIGHT: LazyLock<FairScript> = fair_script!("lua/fair_weight.lua");
-static DRAIN: LazyLock<FairScript> = fair_script!("lua/fair_drain.lua");
-static STATS: LazyLock<FairScript> = fair_script!("lua/fair_stats.lua");
-static JOBS: LazyLock<FairScript> = fair_script!("lua/fair_jobs.lua");
-static DELETE: LazyLock<FairScript> = fair_script!("lua/fair_delete.lua");
-static LATENCY: LazyLock<FairScript> = fair_script!("lua/fair_latency.lua");
-static HELD: LazyLock<FairScript> = fair_script!("lua/fair_held.lua");
+static PUSH: LazyLock<FairScript> = fair_script!("../lua/fair/push.lua");
+static FETCH: LazyLock<FairScript> = fair_script!("../lua/fair/fetch.lua");
+static ADOPT: LazyLock<FairScript> = fair_script!("../lua/fair/adopt.lua");
+static ACK: LazyLock<FairScript> = fair_script!("../lua/fair/ack.lua");
+static CLEAR: LazyLock<FairScript> = fair_script!("../lua/fair/clear.lua");
+static WEIGHT: LazyLock<FairScript> = fair_script!("../lua/fair/weight.lua");
+static DRAIN: LazyLock<FairScript> = fair_script!("../lua/fair/drain.lua");
+static STATS: LazyLock<FairScript> = fair_script!("../lua/fair/stats.lua");
+static JOBS: LazyLock<FairScript> = fair_script!("../lua/fair/jobs.lua");
+static DELETE: LazyLock<FairScript> = fair_script!("../lua/fair/delete.lua");
+static LATENCY: LazyLock<FairScript> = fair_script!("../lua/fair/latency.lua");
+static HELD: LazyLock<FairScript> = fair_script!("../lua/fair/held.lua");
 
 /// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`, and for
 /// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`.
@@ -347,7 +352,7 @@ impl Sfq {
         more.then_some(finish)
     }
 
-    /// A waiting job taken out of the tenant's backlog (deleted through Sidekiq's API; `lua/fair_delete.lua`).
+    /// A waiting job taken out of the tenant's backlog (deleted through Sidekiq's API; `lua/fair/delete.lua`).
     /// `V` does not move. A tenant whose backlog empties leaves the rotation (or `paused`), its start tag
     /// remembered while ahead of `V`: back with a new job, it starts no earlier than its next job would have.
     /// Returns whether the job was waiting there.
@@ -610,7 +615,7 @@ mod tests {
 
     #[test]
     fn the_caps_script_names_keys_as_rust_does() {
-        let caps = include_str!("lua/fair_caps.lua");
+        let caps = include_str!("../lua/fair/serve.lua");
         let scope = crate::slots::Scope::tenant_queue(b"acme", b"imports");
         let holders = String::from_utf8(scope.holders()).unwrap();
         let slots_base = holders.strip_suffix("6:t:acme:q:imports:holders").unwrap();

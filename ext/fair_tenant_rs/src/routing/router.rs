@@ -5,14 +5,15 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use crate::error::Result;
-use crate::keys::KeyFormat;
-use crate::pool::Pool;
-use crate::rules::RuleSet;
+use crate::redis::pool::Pool;
+use crate::routing::keys::KeyFormat;
+use crate::routing::rules::RuleSet;
 
-static ROUTE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("lua/route.lua")));
+static ROUTE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../lua/routing/route.lua")));
 static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
 
-/// Tenants kept in a class's index; mirrored in `lua/route.lua`.
+/// Tenants kept in a class's index; mirrored in `lua/routing/route.lua`.
 pub const INDEX_CAP: usize = 10_000;
 
 /// One push to decide.
@@ -112,7 +113,7 @@ pub fn ttl_ms(window: f64) -> u64 {
     (window * 1000.0).ceil().max(1.0) as u64
 }
 
-/// Bytes before the enqueue times in a tenant key's value; mirrored in `lua/route.lua`.
+/// Bytes before the enqueue times in a tenant key's value; mirrored in `lua/routing/route.lua`.
 pub const HEADER: usize = 16;
 
 /// Decodes a tenant key's value: its enqueue times, oldest first (after the 16-byte header that
@@ -158,7 +159,7 @@ mod tests {
 
     #[test]
     fn packs_keep_window_and_staleness_then_threshold_and_window_start_per_rule() {
-        use crate::rules::{RawRule, RawValue};
+        use crate::routing::rules::{RawRule, RawValue};
         let rule = |t: i64, per: f64| RawRule::Hash {
             queue: RawValue::Str("slow".into()),
             threshold: RawValue::Int(t),
@@ -190,7 +191,7 @@ mod tests {
 
     #[test]
     fn a_push_names_the_tenants_key_and_the_class_index() {
-        let keys = KeyFormat::parse(crate::keys::DEFAULT_ENQUEUES_KEY).unwrap();
+        let keys = KeyFormat::parse(crate::routing::keys::DEFAULT_ENQUEUES_KEY).unwrap();
         let push = Push::new(&keys, b"default", b"BillingJob", b"acme");
         assert_eq!(
             push.key,

@@ -1,10 +1,10 @@
 //! Re-routing rules on fair queues: what a server process says at boot when job classes with
 //! `fair_tenant_queues` rules send their jobs to a fair queue. Their rules do not re-route those
-//! jobs unless a rule says `from_fair_queue: true` ([`crate::rules::RuleSet::routes`]).
+//! jobs unless a rule says `from_fair_queue: true` ([`crate::routing::rules::RuleSet::routes`]).
 
 use std::collections::BTreeMap;
 
-use crate::rules::FROM_FAIR_QUEUE;
+use crate::routing::rules::FROM_FAIR_QUEUE;
 
 /// A job class with rules whose own queue is a fair queue.
 #[derive(Debug, Clone, PartialEq)]

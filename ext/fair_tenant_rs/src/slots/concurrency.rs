@@ -1,6 +1,6 @@
 //! `fair_tenant_concurrency` options: `{ limit: 1, lease: 60, key: :method_name, elastic: false }`.
 
-use crate::rules::{RawValue, RuleError};
+use crate::routing::rules::{RawValue, RuleError};
 
 pub const DEFAULT_LIMIT: u64 = 1;
 pub const DEFAULT_LEASE: f64 = 60.0;

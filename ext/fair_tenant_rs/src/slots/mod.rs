@@ -12,12 +12,14 @@
 //!
 //! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
 
+pub mod concurrency;
+
 use std::sync::LazyLock;
 
 use redis::Script;
 
 use crate::error::Result;
-use crate::pool::Pool;
+use crate::redis::pool::Pool;
 
 pub const PREFIX: &str = "sidekiq-fair_tenant";
 
@@ -25,32 +27,32 @@ macro_rules! slot_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
-                include_str!("lua/slots_common.lua"),
+                include_str!("../lua/slots/common.lua"),
                 include_str!($file)
             ))
         })
     };
 }
 
-/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair_caps.lua`).
+/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair/serve.lua`).
 macro_rules! slot_and_fair_script {
     ($file:literal) => {
         LazyLock::new(|| {
             Script::new(concat!(
-                include_str!("lua/slots_common.lua"),
-                include_str!("lua/fair_common.lua"),
-                include_str!("lua/fair_caps.lua"),
+                include_str!("../lua/slots/common.lua"),
+                include_str!("../lua/fair/common.lua"),
+                include_str!("../lua/fair/serve.lua"),
                 include_str!($file)
             ))
         })
     };
 }
 
-static ACQUIRE: LazyLock<Script> = slot_script!("lua/acquire.lua");
-static RELEASE: LazyLock<Script> = slot_and_fair_script!("lua/release.lua");
-static RENEW: LazyLock<Script> = slot_script!("lua/renew.lua");
-static SWEEP: LazyLock<Script> = slot_and_fair_script!("lua/sweep.lua");
-static SET_LIMIT: LazyLock<Script> = slot_and_fair_script!("lua/set_limit.lua");
+static ACQUIRE: LazyLock<Script> = slot_script!("../lua/slots/acquire.lua");
+static RELEASE: LazyLock<Script> = slot_and_fair_script!("../lua/slots/release.lua");
+static RENEW: LazyLock<Script> = slot_script!("../lua/slots/renew.lua");
+static SWEEP: LazyLock<Script> = slot_and_fair_script!("../lua/slots/sweep.lua");
+static SET_LIMIT: LazyLock<Script> = slot_and_fair_script!("../lua/slots/set_limit.lua");
 
 /// What `acquire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,7 +127,7 @@ impl Scope {
         join(&[&base(&self.tag), &self.sub, b":parked"])
     }
 
-    /// Fair-queue tenants waiting for a slot of this scope (`lua/fair_caps.lua`).
+    /// Fair-queue tenants waiting for a slot of this scope (`lua/fair/serve.lua`).
     pub fn waiting(&self) -> Vec<u8> {
         join(&[&base(&self.tag), &self.sub, b":waiting"])
     }

@@ -1,12 +1,12 @@
 //! `Sidekiq::FairTenant::Native::Concurrency`: a validated `fair_tenant_concurrency` option.
-//! Binding only: parsing lives in `concurrency.rs`.
+//! Binding only: parsing lives in `slots/concurrency.rs`.
 
 use magnus::{prelude::*, Error, RHash, RModule, Ruby, Value};
 
-use crate::concurrency::{Concurrency, RawConcurrency};
-use crate::helpers::errors::argument_error;
-use crate::helpers::values::{inspect, read_options};
-use crate::rules::RawValue;
+use crate::routing::rules::RawValue;
+use crate::ruby_api::helpers::errors::argument_error;
+use crate::ruby_api::helpers::values::{inspect, read_options};
+use crate::slots::concurrency::{Concurrency, RawConcurrency};
 
 #[magnus::wrap(
     class = "Sidekiq::FairTenant::Native::Concurrency",

@@ -55,20 +55,20 @@ pub const NEEDS: &[Need] = &[
         feature: "effects replication of scripts (a write after TIME)",
         since: Version(5, 0, 0),
         part: Part::Scripts,
-        used_by: "the slot and fair-queue scripts (lua/slots_common.lua, lua/fair_common.lua)",
+        used_by: "the slot and fair-queue scripts (lua/slots/common.lua, lua/fair/common.lua)",
     },
     Need {
         feature: "ZPOPMIN",
         since: Version(5, 0, 0),
         part: Part::Scripts,
         used_by:
-            "concurrency slots (lua/slots_common.lua) and fair queues' caps (lua/fair_caps.lua)",
+            "concurrency slots (lua/slots/common.lua) and fair queues' caps (lua/fair/serve.lua)",
     },
     Need {
         feature: "ZADD with LT",
         since: Version(6, 2, 0),
         part: Part::FairQueues,
-        used_by: "fair queues (lua/fair_caps.lua)",
+        used_by: "fair queues (lua/fair/serve.lua)",
     },
 ];
 
@@ -205,7 +205,7 @@ mod tests {
         assert_eq!(
             problem,
             "the Redis server is redis 6.0.16, which lacks ZADD with LT (Redis 6.2.0+) for fair queues \
-             (lua/fair_caps.lua): use Redis 6.2.0 or later (or Valkey)"
+             (lua/fair/serve.lua): use Redis 6.2.0 or later (or Valkey)"
         );
     }
 
@@ -229,10 +229,10 @@ mod tests {
 
     #[test]
     fn every_fair_queue_need_is_in_the_scripts() {
-        let caps = include_str!("lua/fair_caps.lua");
+        let caps = include_str!("../lua/fair/serve.lua");
         assert!(caps.contains("redis.call('ZADD', k.heads, 'LT',"));
         assert!(caps.contains("redis.call('ZPOPMIN'"));
-        let route = include_str!("lua/route.lua");
+        let route = include_str!("../lua/routing/route.lua");
         assert!(
             route.contains("redis.pcall('HRANDFIELD'"),
             "routing must stay usable without HRANDFIELD"

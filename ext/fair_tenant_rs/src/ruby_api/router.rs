@@ -1,6 +1,6 @@
 //! `Sidekiq::FairTenant::Native::Router`: routing pushes (`client.router`, or
-//! `Native::Router.new(client)`). Binding only: the decision is `router.rs` and `lua/route.lua`,
-//! the rules `rules.rs`.
+//! `Native::Router.new(client)`). Binding only: the decision is `routing/router.rs` and
+//! `lua/routing/route.lua`, the rules `routing/rules.rs`.
 
 use std::sync::Arc;
 
@@ -8,13 +8,12 @@ use magnus::{
     prelude::*, scan_args::scan_args, Error, RArray, RModule, RString, Ruby, TryConvert, Value,
 };
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::bytes;
-use crate::helpers::errors::to_ruby;
-use crate::helpers::gvl::without_gvl;
-use crate::router::{self, Push};
-use crate::rule_set::RbRuleSet;
+use crate::routing::router::{self, Push};
+use crate::ruby_api::helpers::convert::bytes;
+use crate::ruby_api::helpers::errors::to_ruby;
+use crate::ruby_api::helpers::gvl::without_gvl;
+use crate::ruby_api::rule_set::RbRuleSet;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Router", free_immediately, size)]
 pub struct RbRouter(Arc<Handle>);
@@ -22,10 +21,6 @@ pub struct RbRouter(Arc<Handle>);
 impl RbRouter {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbRouter(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
@@ -95,7 +90,6 @@ impl RbRouter {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Router", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbRouter::new, 1))?;
     class.define_singleton_method("decode_times", magnus::function!(RbRouter::decode_times, 1))?;
     class.define_singleton_method(
         "route_script_sha",

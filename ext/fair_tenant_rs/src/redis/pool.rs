@@ -36,12 +36,12 @@ use std::time::{Duration, Instant};
 use parking_lot::{Condvar, Mutex};
 use redis::{Client, Connection, RedisResult};
 
-use crate::connect;
 use crate::error::{Error, Result};
-use crate::outage::{marks_down, Admission, Outage};
-use crate::sentinel::{self, Master, Reaction, SentinelConfig};
-use crate::server::ServerSettings;
-use crate::tls::{self, TlsOptions};
+use crate::redis::connect;
+use crate::redis::outage::{marks_down, Admission, Outage};
+use crate::redis::sentinel::{self, Master, Reaction, SentinelConfig};
+use crate::redis::server::ServerSettings;
+use crate::redis::tls::{self, TlsOptions};
 
 /// The key the outage probe writes, under the gem's prefix (which a Redis user of the gem may write
 /// anyway: every key of the gem has it).

@@ -4,9 +4,9 @@
 
 use magnus::{prelude::*, Error, RModule, RString, Ruby, Value};
 
+use crate::demo::ideal;
 use crate::fair;
-use crate::helpers::errors::argument_error;
-use crate::ideal;
+use crate::ruby_api::helpers::errors::argument_error;
 
 fn script(ruby: &Ruby, name: String) -> Result<&'static fair::FairScript, Error> {
     fair::script(&name)

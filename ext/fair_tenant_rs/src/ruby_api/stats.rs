@@ -1,20 +1,19 @@
 //! `Sidekiq::FairTenant::Native::Stats`: read-only views of routing and concurrency state for
 //! `Sidekiq::FairTenant::Stats`, the Web tab and the CLI (`client.stats`, or
-//! `Native::Stats.new(client)`). Binding only: the evaluation lives in `stats.rs`, the slot keys
-//! in `slots.rs`.
+//! `Native::Stats.new(client)`). Binding only: the evaluation lives in `routing/stats.rs`, the slot
+//! keys in `slots/mod.rs`.
 
 use std::sync::Arc;
 
 use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Symbol};
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, pair, put_target};
-use crate::helpers::errors::{argument_error, to_ruby};
-use crate::helpers::gvl::without_gvl;
-use crate::rule_set::RbRuleSet;
+use crate::routing::stats::{self, Order, Query, TenantRow};
+use crate::ruby_api::helpers::convert::{bytes, pair, put_target};
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
+use crate::ruby_api::helpers::gvl::without_gvl;
+use crate::ruby_api::rule_set::RbRuleSet;
 use crate::slots::{self, Scope};
-use crate::stats::{self, Order, Query, TenantRow};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Stats", free_immediately, size)]
 pub struct RbStats(Arc<Handle>);
@@ -44,10 +43,6 @@ fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
 impl RbStats {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbStats(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     /// `[total, [row, ...]]` for a class's active tenants; `order` is `:recent` or `:greedy`.
@@ -174,7 +169,6 @@ impl RbStats {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Stats", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbStats::new, 1))?;
     class.define_method("tenant_stats", magnus::method!(RbStats::tenant_stats, 8))?;
     class.define_method("tenant_stat", magnus::method!(RbStats::tenant_stat, 6))?;
     class.define_method("index_key", magnus::method!(RbStats::index_key, 2))?;

@@ -1,11 +1,11 @@
 //! `Sidekiq::FairTenant::Native::QueuePlan`: queue weights and boot checks.
-//! Binding only: the decisions live in `queues.rs`.
+//! Binding only: the decisions live in `routing/queues.rs`.
 
 use std::collections::BTreeMap;
 
 use magnus::{prelude::*, Error, RModule, Ruby};
 
-use crate::queues::{self, Routed};
+use crate::routing::queues::{self, Routed};
 
 /// `[[job_class, source_queue, [rule_queue, ...]], ...]` as the Ruby side builds it.
 type RawClasses = Vec<(String, String, Vec<String>)>;

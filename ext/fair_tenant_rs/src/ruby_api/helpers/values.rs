@@ -5,7 +5,7 @@ use magnus::{
     r_hash::ForEach, value::ReprValue, Error, Float, Integer, RHash, RString, Symbol, Value,
 };
 
-use crate::rules::RawValue;
+use crate::routing::rules::RawValue;
 
 /// Values of `known` keys (Missing when absent) and the names of any other keys.
 pub fn read_options(hash: RHash, known: &[&str]) -> Result<(Vec<RawValue>, Vec<String>), Error> {

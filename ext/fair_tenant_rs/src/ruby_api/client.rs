@@ -1,5 +1,5 @@
 //! `Sidekiq::FairTenant::Native::Client`: the extension's connection to Redis (see
-//! `handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
+//! `src/handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
 //! and `client.limits`, each made on first use and kept for the client's life.
 //! Binding only: converts the settings Hash, releases the GVL, maps errors.
 
@@ -13,20 +13,20 @@ use magnus::{
 };
 
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, seconds};
-use crate::helpers::errors::{argument_error, to_ruby};
-use crate::helpers::gvl::without_gvl;
-use crate::helpers::memo::Memo;
-use crate::keys::KeyFormat;
-use crate::limits_binding::RbLimits;
-use crate::pool::PoolConfig;
-use crate::router;
-use crate::router_binding::RbRouter;
-use crate::sentinel::SentinelConfig;
-use crate::server::{ServerFields, ServerSettings};
-use crate::slots_binding::RbSlots;
-use crate::stats_binding::RbStats;
-use crate::tls::TlsOptions;
+use crate::redis::pool::PoolConfig;
+use crate::redis::sentinel::SentinelConfig;
+use crate::redis::server::{ServerFields, ServerSettings};
+use crate::redis::tls::TlsOptions;
+use crate::routing::keys::KeyFormat;
+use crate::routing::router;
+use crate::ruby_api::helpers::convert::{bytes, seconds};
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
+use crate::ruby_api::helpers::gvl::without_gvl;
+use crate::ruby_api::helpers::memo::Memo;
+use crate::ruby_api::limits::RbLimits;
+use crate::ruby_api::router::RbRouter;
+use crate::ruby_api::slots::RbSlots;
+use crate::ruby_api::stats::RbStats;
 
 #[derive(TypedData)]
 #[magnus(
@@ -193,7 +193,27 @@ impl RbClient {
     }
 }
 
+/// Defines `Client`, and `Router.new(client)`, `Slots.new(client)`, `Stats.new(client)` and
+/// `Limits.new(client)`: one more object over the client's pool (`client.router` and the others keep
+/// one each). Here, so that the four bindings know the pool handle, not the client; their classes are
+/// defined before.
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
+    RbRouter::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbRouter::over(c.handle()), 1),
+    )?;
+    RbSlots::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbSlots::over(c.handle()), 1),
+    )?;
+    RbStats::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbStats::over(c.handle()), 1),
+    )?;
+    RbLimits::class(ruby).define_singleton_method(
+        "new",
+        magnus::function!(|c: &RbClient| RbLimits::over(c.handle()), 1),
+    )?;
     let class = namespace.define_class("Client", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbClient::new, 1))?;
     class.define_singleton_method(

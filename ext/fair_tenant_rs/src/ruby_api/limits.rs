@@ -1,16 +1,15 @@
 //! `Sidekiq::FairTenant::Native::Limits`: runtime concurrency limits for
 //! `Sidekiq::FairTenant::Limits` (`client.limits`, or `Native::Limits.new(client)`). Binding only:
-//! which entry a limit is, and the script that applies it, live in `slots.rs` and `lua/`.
+//! which entry a limit is, and the script that applies it, live in `slots/mod.rs` and `lua/slots/`.
 
 use std::sync::Arc;
 
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, pair, put_target};
-use crate::helpers::errors::{argument_error, to_ruby};
-use crate::helpers::gvl::without_gvl;
+use crate::ruby_api::helpers::convert::{bytes, pair, put_target};
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
+use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::slots;
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Limits", free_immediately, size)]
@@ -19,10 +18,6 @@ pub struct RbLimits(Arc<Handle>);
 impl RbLimits {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbLimits(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     /// `[tag, field]` of the limits entry for a tenant (optionally one queue) or a key.
@@ -71,7 +66,6 @@ impl RbLimits {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Limits", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbLimits::new, 1))?;
     class.define_singleton_method("limit_target", magnus::function!(RbLimits::limit_target, 3))?;
     class.define_method("set_limit", magnus::method!(RbLimits::set_limit, 3))?;
     class.define_method("get_limit", magnus::method!(RbLimits::get_limit, 2))?;

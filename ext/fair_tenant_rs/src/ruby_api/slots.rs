@@ -1,16 +1,15 @@
 //! `Sidekiq::FairTenant::Native::Slots`: per-tenant concurrency slots as the server middleware and
 //! the heartbeat use them (`client.slots`, or `Native::Slots.new(client)`). Binding only: key
-//! naming and the scripts live in `slots.rs` and `lua/`.
+//! naming and the scripts live in `slots/mod.rs` and `lua/slots/`.
 
 use std::sync::Arc;
 
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 
-use crate::client::RbClient;
 use crate::handle::Handle;
-use crate::helpers::convert::{bytes, pair};
-use crate::helpers::errors::to_ruby;
-use crate::helpers::gvl::without_gvl;
+use crate::ruby_api::helpers::convert::{bytes, pair};
+use crate::ruby_api::helpers::errors::to_ruby;
+use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::slots::{self, Scope, Slot};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
@@ -28,10 +27,6 @@ fn slot(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: 
 impl RbSlots {
     pub fn over(handle: Arc<Handle>) -> Self {
         RbSlots(handle)
-    }
-
-    fn new(client: &RbClient) -> Self {
-        Self::over(client.handle())
     }
 
     /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.
@@ -109,7 +104,6 @@ impl RbSlots {
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Slots", ruby.class_object())?;
-    class.define_singleton_method("new", magnus::function!(RbSlots::new, 1))?;
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
     class.define_method("acquire", magnus::method!(RbSlots::acquire, 7))?;

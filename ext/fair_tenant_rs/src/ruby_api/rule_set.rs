@@ -1,12 +1,12 @@
 //! `Sidekiq::FairTenant::Native::RuleSet`: a validated `fair_tenant_queues` value.
-//! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `rules.rs`.
+//! Binding only: reads the Ruby rules into [`RawRule`]s, parsing lives in `routing/rules.rs`.
 
 use magnus::{prelude::*, Error, RArray, RHash, RModule, Ruby, TryConvert, Value};
 
-use crate::fair_rules::{self, FairSource};
-use crate::helpers::errors::argument_error;
-use crate::helpers::values::{inspect, read_options};
-use crate::rules::{RawRule, RawValue, RuleSet, RULE_KEYS};
+use crate::fair::rules::{self as fair_rules, FairSource};
+use crate::routing::rules::{RawRule, RawValue, RuleSet, RULE_KEYS};
+use crate::ruby_api::helpers::errors::argument_error;
+use crate::ruby_api::helpers::values::{inspect, read_options};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::RuleSet", free_immediately, size)]
 pub struct RbRuleSet(pub RuleSet);

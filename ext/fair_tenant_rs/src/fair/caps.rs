@@ -1,5 +1,5 @@
-//! Concurrency caps inside fair queues: the rule of `lua/fair_caps.lua` as a plain model on top of
-//! [`Sfq`], run side by side with the scripts by the lockstep test (`src/lockstep.rs`).
+//! Concurrency caps inside fair queues: the rule of `lua/fair/serve.lua` as a plain model on top of
+//! [`Sfq`], run side by side with the scripts by the lockstep test (`fair/lockstep.rs`).
 //!
 //! A job may carry a slot: a scope (a tenant's jobs in a queue, or a key several tenants may share),
 //! a limit (the job's own; a runtime limit set with [`CappedSfq::set_limit`] beats it) and whether the
@@ -78,7 +78,7 @@ pub(crate) enum Tier {
 /// A waiting entry: start tag, where the tenant waits (`Capped` or `Over`), its activation.
 pub(crate) type Wait = (Tag, Tier, u64);
 
-/// [`Sfq`] with concurrency caps: what `lua/fair_caps.lua` does, without Redis or time.
+/// [`Sfq`] with concurrency caps: what `lua/fair/serve.lua` does, without Redis or time.
 #[derive(Debug, Default)]
 pub struct CappedSfq {
     pub(crate) sfq: Sfq,
@@ -165,7 +165,7 @@ impl CappedSfq {
         }
     }
 
-    /// A waiting job deleted (through Sidekiq's API; `lua/fair_delete.lua`). A tenant held back on its
+    /// A waiting job deleted (through Sidekiq's API; `lua/fair/delete.lua`). A tenant held back on its
     /// head job's scope whose head job goes rejoins `ready` at max(tag, V) (the job now at its head may need
     /// no slot, or another one); one whose backlog empties leaves wherever it was, its waiting entry too,
     /// as [`Sfq::delete`]. Returns whether the job was waiting.

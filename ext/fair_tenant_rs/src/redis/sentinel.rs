@@ -19,8 +19,8 @@ use parking_lot::Mutex;
 use redis::{Client, ErrorKind, RedisError, ServerErrorKind, Value};
 
 use crate::error::{Error, Result};
-use crate::server::{Address, ServerSettings};
-use crate::tls::{self, TlsOptions};
+use crate::redis::server::{format_addr, Address, ServerSettings};
+use crate::redis::tls::{self, TlsOptions};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentinelConfig {
@@ -49,15 +49,6 @@ impl SentinelConfig {
 pub fn describe_addrs(addrs: &[(String, u16)]) -> String {
     let list: Vec<String> = addrs.iter().map(|(h, p)| format_addr(h, *p)).collect();
     list.join(", ")
-}
-
-/// host:port, an IPv6 address in brackets.
-pub fn format_addr(host: &str, port: u16) -> String {
-    if host.contains(':') {
-        format!("[{host}]:{port}")
-    } else {
-        format!("{host}:{port}")
-    }
 }
 
 /// The reply to `SENTINEL get-master-addr-by-name`: `Ok(None)` when the sentinel knows no such master.
@@ -288,7 +279,7 @@ impl Master {
         let shown = format_addr(host, port);
         let info = sentinel.connection_info().map_err(|e| e.to_string())?;
         let client = tls::client(info, &self.tls, &shown).map_err(|e| e.to_string())?;
-        let mut conn = crate::connect::open(&client, connect).map_err(|e| e.to_string())?;
+        let mut conn = crate::redis::connect::open(&client, connect).map_err(|e| e.to_string())?;
         conn.set_read_timeout(Some(io)).map_err(|e| e.to_string())?;
         conn.set_write_timeout(Some(io))
             .map_err(|e| e.to_string())?;
