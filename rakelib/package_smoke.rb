@@ -48,6 +48,10 @@ if spec.platform.to_s != "ruby"
   check("the platform gem's library for Ruby #{minor}", native.start_with?(version_dir))
 end
 puts "build_info: #{Sidekiq::FairTenant::Native.build_info}"
+check("no demo or bench hooks (cargo feature bench off)",
+      !Sidekiq::FairTenant::Native::Fair.respond_to?(:simulate) &&
+        !Sidekiq::FairTenant::Native::Client.method_defined?(:noop_eval) &&
+        !Sidekiq::FairTenant::Native::Router.method_defined?(:route_args))
 
 port = free_port
 pid = Process.spawn("redis-server", "--port", port.to_s, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
