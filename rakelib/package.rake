@@ -32,7 +32,7 @@ module PackageSmoke
   # A build from source with no CARGO_TARGET_DIR: the extension's own target dir must be gone afterwards.
   # --install-dir ignores the system gems, so dependencies (sidekiq) are left to GEM_PATH at load time.
   def install(gem_file)
-    env = { "CARGO_TARGET_DIR" => nil, "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path }
+    env = { "CARGO_TARGET_DIR" => nil, "RB_SYS_CARGO_FEATURES" => nil, "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path }
     run(env, "gem", "install", "--local", "--install-dir", GEM_HOME, "--no-document",
         "--ignore-dependencies", gem_file)
   end
@@ -93,6 +93,7 @@ namespace :package do
     PackageSmoke.check_installed(spec)
     PackageSmoke.load_and_enqueue
 
+    CargoFeatures.use("")
     %w[native gem].each { |name| Rake::Task[name].invoke }
     NativeSmoke.check_contents(NativeSmoke.gem_file)
     NativeSmoke.install_here(NativeSmoke.gem_file)

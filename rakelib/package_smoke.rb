@@ -40,6 +40,10 @@ dlext = RbConfig::CONFIG["DLEXT"]
 native = $LOADED_FEATURES.grep(%r{/sidekiq/fair_tenant/(\d+\.\d+/)?fair_tenant_rs\.#{dlext}\z}).first
 puts "loaded #{native}"
 check("extension loaded from #{ENV.fetch("SMOKE_GEM_HOME")}", native&.start_with?(ENV.fetch("SMOKE_GEM_HOME")))
+check("no demo or bench hooks (cargo feature bench off)",
+      !Sidekiq::FairTenant::Native::Fair.respond_to?(:simulate) &&
+        !Sidekiq::FairTenant::Native::Client.method_defined?(:noop_eval) &&
+        !Sidekiq::FairTenant::Native::Router.method_defined?(:route_args))
 spec = Gem.loaded_specs.fetch("sidekiq-fair_tenant-rs")
 check("#{spec.full_name} loaded, platform #{ENV.fetch("SMOKE_PLATFORM")}", spec.platform.to_s == ENV["SMOKE_PLATFORM"])
 if spec.platform.to_s != "ruby"
