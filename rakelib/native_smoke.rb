@@ -90,7 +90,8 @@ module NativeSmoke
     FileUtils.rm_rf(GEM_HOME)
     env = { "GEM_HOME" => GEM_HOME, "GEM_PATH" => PackageSmoke.gem_path(GEM_HOME) }
     cmd = ["gem", "install", "--local", "--install-dir", GEM_HOME, "--no-document", "--ignore-dependencies", file]
-    out, status = Bundler.with_unbundled_env { Open3.capture2e(env, *cmd, chdir: ROOT) }
+    install = -> { Open3.capture2e(env, *cmd, chdir: ROOT) }
+    out, status = defined?(Bundler) ? Bundler.with_unbundled_env(&install) : install.call
     puts out
     fail!("#{cmd.join(" ")} failed") unless status.success?
     fail!("the platform gem compiled at install") if out.include?("Building native extensions")
