@@ -38,5 +38,6 @@ if grep -q "Building native extensions" <<<"$out"; then
 fi
 
 echo "==> ruby rakelib/package_smoke.rb"
-SMOKE_GEM_HOME=$(ruby -e 'print Gem.dir') SMOKE_PLATFORM=$(ruby -e 'print Gem::Platform.local') \
-  ruby rakelib/package_smoke.rb
+# The gem's own platform (x86_64-linux), which forky's RubyGems calls x86_64-linux-gnu on this machine.
+platform=$(ruby -rrubygems/package -e 'print Gem::Package.new(ARGV[0]).spec.platform' "$gem_file")
+SMOKE_GEM_HOME=$(ruby -e 'print Gem.dir') SMOKE_PLATFORM=$platform ruby rakelib/package_smoke.rb
