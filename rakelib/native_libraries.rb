@@ -58,7 +58,7 @@ module NativeLibraries
     missing = others.reject { |version| File.file?(File.join(dir, version, FILE)) }
     unless missing.empty?
       abort "native:all: no library for Ruby #{missing.join(", ")} in #{dir} (#{DIR_ENV}): run `bin/build-native` " \
-            "on a machine with that Ruby and glibc <= #{MAX_GLIBC} and copy its pkg/native/<version>/ there"
+            "on a machine with that Ruby and copy its pkg/native/<version>/ there (docs/PACKAGING.md)"
     end
     others.each do |version|
       check_glibc(File.join(dir, version, FILE), "native:all: Ruby #{version} library")

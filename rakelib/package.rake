@@ -114,7 +114,7 @@ namespace :package do
   end
 
   desc "Build the platform gem, install it on a brand-new Debian 12 root with Debian's Ruby and Sidekiq but " \
-       "no Rust, compiler or libclang, require it and re-route a job (several minutes; not in bin/test)"
+       "no Rust, compiler or libclang, require it, re-route and fair-fetch a job (several minutes; not in bin/test)"
   task native_smoke: %w[native gem] do
     NativeSmoke.check_contents(NativeSmoke.gem_file)
     NativeSmoke.fresh_machine(NativeSmoke.gem_file)
