@@ -2,6 +2,7 @@
 
 require "rubygems/package_task"
 require_relative "native_gem"
+require_relative "native_libraries"
 
 # Share the workspace's target/ with plain cargo commands so rebuilds are incremental; extconf.rb keeps a
 # CARGO_TARGET_DIR it was given instead of deleting it after `make install`.
@@ -36,6 +37,7 @@ NativeGemExtensionTask.new("fair_tenant_rs", gemspec) do |ext|
   # The platform gem carries the compiled library, not what compiling it takes.
   ext.native_gem do |spec|
     spec.files.reject! { |path| path.start_with?("ext/") || path.match?(/\ACargo\.(toml|lock)\z/) }
+    NativeLibraries.adjust(spec) # `rake native:all`: the other Rubies' libraries too
   end
 end
 
