@@ -47,7 +47,14 @@ macro_rules! slot_and_fair_script {
 }
 
 static ACQUIRE: LazyLock<Script> = slot_script!("lua/acquire.lua");
-static RELEASE: LazyLock<Script> = slot_and_fair_script!("lua/release.lua");
+/// `release.lua` with what it includes: run here, or on Sidekiq's own connection ([`release_script`]).
+const RELEASE_SOURCE: &str = concat!(
+    include_str!("lua/slots_common.lua"),
+    include_str!("lua/fair_common.lua"),
+    include_str!("lua/fair_caps.lua"),
+    include_str!("lua/release.lua")
+);
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
 static RENEW: LazyLock<Script> = slot_script!("lua/renew.lua");
 static SWEEP: LazyLock<Script> = slot_and_fair_script!("lua/sweep.lua");
 static SET_LIMIT: LazyLock<Script> = slot_and_fair_script!("lua/set_limit.lua");
@@ -245,17 +252,33 @@ pub fn acquire(
 
 /// Frees the job's slot; returns how many parked jobs were handed a slot.
 pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
-    let s = req.scope;
+    let (keys, args) = release_call(req);
     let mut inv = RELEASE.prepare_invoke();
-    inv.key(s.holders())
-        .key(s.parked())
-        .key(limits_key(&s.tag))
-        .key(s.waiting())
-        .arg(req.jid)
-        .arg(req.lease_ms)
-        .arg(req.default_limit)
-        .arg(&s.sub);
+    for key in keys {
+        inv.key(key);
+    }
+    for arg in args {
+        inv.arg(arg);
+    }
     pool.with(|c| inv.invoke(c))
+}
+
+/// `(sha, source)` of `release.lua`, for a caller that runs it on another connection (EVALSHA, then EVAL).
+pub fn release_script() -> (&'static str, &'static str) {
+    (RELEASE.get_hash(), RELEASE_SOURCE)
+}
+
+/// `(KEYS, ARGV)` of `release.lua` for one job's slot, in the order of its contract.
+pub fn release_call(req: &Request<'_>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let s = req.scope;
+    let keys = vec![s.holders(), s.parked(), limits_key(&s.tag), s.waiting()];
+    let args = vec![
+        req.jid.to_vec(),
+        req.lease_ms.to_string().into_bytes(),
+        req.default_limit.to_string().into_bytes(),
+        s.sub.clone(),
+    ];
+    (keys, args)
 }
 
 /// Extends the leases of running jobs: `(scope, jid, lease_ms)`. Returns how many were renewed.
@@ -537,6 +560,28 @@ pub fn scope_of_holders_key(key: &[u8]) -> Option<Scope> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_call_follows_the_scripts_contract() {
+        let scope = Scope::tenant_queue(b"acme", b"default");
+        let slot = Slot {
+            scope: scope.clone(),
+            jid: b"j1".to_vec(),
+            lease_ms: 60_000,
+            default_limit: 3,
+        };
+        let (keys, args) = release_call(&slot.request());
+        let limits = limits_key(scope.tag());
+        assert_eq!(
+            keys,
+            [scope.holders(), scope.parked(), limits, scope.waiting()]
+        );
+        let expected: [&[u8]; 4] = [b"j1", b"60000", b"3", b"q:default"];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+        let (sha, source) = release_script();
+        assert_eq!(sha, Script::new(source).get_hash());
+        assert!(source.ends_with(include_str!("lua/release.lua")));
+    }
 
     #[test]
     fn names_keys_with_length_prefixed_tags() {

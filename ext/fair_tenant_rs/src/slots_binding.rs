@@ -46,6 +46,28 @@ impl RbSlots {
         pair(ruby, scope.tag(), scope.sub())
     }
 
+    /// `[sha, source]` of the release script, to run it on Sidekiq's own connection.
+    fn release_script(ruby: &Ruby) -> Result<RArray, Error> {
+        let (sha, source) = slots::release_script();
+        pair(ruby, sha.as_bytes(), source.as_bytes())
+    }
+
+    /// `[keys, argv]` of the release script for one job's slot (binary Strings).
+    fn release_call(
+        ruby: &Ruby,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        lease_ms: u64,
+        default_limit: u64,
+    ) -> Result<RArray, Error> {
+        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let (keys, args) = slots::release_call(&slot.request());
+        let strings =
+            |parts: Vec<Vec<u8>>| ruby.ary_from_iter(parts.iter().map(|p| ruby.str_from_slice(p)));
+        Ok(ruby.ary_from_iter([strings(keys), strings(args)]))
+    }
+
     /// `:acquired`, `:held` (run the job) or `:parked`.
     #[allow(clippy::too_many_arguments)]
     fn acquire(
@@ -112,6 +134,11 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("new", magnus::function!(RbSlots::new, 1))?;
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
+    class.define_singleton_method(
+        "release_script",
+        magnus::function!(RbSlots::release_script, 0),
+    )?;
+    class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 5))?;
     class.define_method("acquire", magnus::method!(RbSlots::acquire, 7))?;
     class.define_method("release", magnus::method!(RbSlots::release, 5))?;
     class.define_method("renew", magnus::method!(RbSlots::renew, 1))?;
