@@ -29,7 +29,6 @@ module RedisPaths
   LEASE_MS = 60_000
   LIMIT = 1_000_000
   NOOP = "return 0" # the script behind Native::Client#noop_eval
-  RELEASE = Sidekiq::FairTenant::Native::Slots.release_script.map(&:freeze).freeze # [sha, source]
   SCOPES = Array.new(50) { |i| Sidekiq::FairTenant::Native::Slots.tenant_scope("paths-#{i}", "default") }.freeze
 
   module_function
@@ -37,30 +36,19 @@ module RedisPaths
   def redis = @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
   def slots = Sidekiq::FairTenant.slots_native.slots
 
-  # EVALSHA on one of Sidekiq's connections (redis-rb 4.8 or redis-client), EVAL when the server lost it.
-  def evalsha(conn, sha, source, keys, argv)
-    conn.call("EVALSHA", sha, keys.size, *keys, *argv)
-  rescue StandardError => e
-    raise unless e.message.start_with?("NOSCRIPT")
-
-    conn.call("EVAL", source, keys.size, *keys, *argv)
-  end
+  def slot(job) = Sidekiq::FairTenant::ServerMiddleware::Slot.new(*SCOPES[job % 50], "j#{job}", LEASE_MS, LIMIT)
 
   def noop_sha = @noop_sha ||= redis.script(:load, NOOP)
+  def noop(conn, key) = Sidekiq::FairTenant::ScriptRunner.run(conn, noop_sha, NOOP, [key], [])
 
   # What one call does on each path; `i` names the job (and its scope).
   PATHS = {
     "no-op script" => {
-      sidekiq: ->(i) { Sidekiq.redis { |c| evalsha(c, noop_sha, NOOP, ["bench:noop:#{i % 50}"], []) } },
+      sidekiq: ->(i) { Sidekiq.redis { |c| noop(c, "bench:noop:#{i % 50}") } },
       rust: ->(i) { Sidekiq::FairTenant.native.noop_eval("bench:noop:#{i % 50}") }
     },
     "slot release" => {
-      sidekiq: lambda do |i|
-        tag, sub = SCOPES[i % SCOPES.size]
-        sha, source = RELEASE
-        keys, argv = Sidekiq::FairTenant::Native::Slots.release_call(tag, sub, "j#{i}", LEASE_MS, LIMIT)
-        Sidekiq.redis { |c| evalsha(c, sha, source, keys, argv) }
-      end,
+      sidekiq: ->(i) { Sidekiq::FairTenant::SlotCalls.release(slot(i)) }, # the server middleware's release
       rust: ->(i) { slots.release(*SCOPES[i % SCOPES.size], "j#{i}", LEASE_MS, LIMIT) }
     }
   }.freeze

@@ -62,6 +62,7 @@ module SpecHelpers
     saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
     given = Sidekiq::FairTenant::SidekiqRedisGiven.given
     Sidekiq.configure_client { |c| c.redis = options }
+    config&.instance_variable_set(:@redis, nil) # 7.x builds its pool once: from these settings, as 6.x does
     Sidekiq::FairTenant.reset_native!
     yield
   ensure

@@ -181,7 +181,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
     it "gives the slot back when an interrupt lands just after the script took it, and lets it through" do
       # The interrupt arrives once the acquire script has run, before the job starts.
-      allow(slots).to receive(:acquire).and_wrap_original do |original, *args|
+      allow(Sidekiq::FairTenant::SlotCalls).to receive(:acquire).and_wrap_original do |original, *args|
         original.call(*args)
         raise Timeout::Error, "interrupted"
       end
@@ -220,13 +220,10 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     end
 
     it "never raises when the release fails; the lease frees the slot later" do
-      settings = Sidekiq::FairTenant.config.slots_connection_settings
-      gone = Sidekiq::FairTenant::Native::Client.new(
-        settings.merge(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0")
-      )
+      gone = Sidekiq::RedisConnection.create(url: "redis://127.0.0.1:#{RedisServer.free_port}/0", size: 1)
       log = capture_log do
         middleware.call(SlotJob.new, payload("rf"), "default") do
-          allow(Sidekiq::FairTenant).to receive(:slots_native).and_return(gone) # Sidekiq's Redis went away
+          allow(Sidekiq).to receive(:redis) { |&block| gone.with(&block) } # Sidekiq's Redis went away
         end
       end
       expect(log).to include("slot of rf frees when its lease expires")

@@ -46,8 +46,13 @@ macro_rules! slot_and_fair_script {
     };
 }
 
-static ACQUIRE: LazyLock<Script> = slot_script!("lua/acquire.lua");
-/// `release.lua` with what it includes: run here, or on Sidekiq's own connection ([`release_script`]).
+/// `acquire.lua` and `release.lua` with what they include: run here, or on Sidekiq's own connection
+/// ([`script`]).
+const ACQUIRE_SOURCE: &str = concat!(
+    include_str!("lua/slots_common.lua"),
+    include_str!("lua/acquire.lua")
+);
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
 const RELEASE_SOURCE: &str = concat!(
     include_str!("lua/slots_common.lua"),
     include_str!("lua/fair_common.lua"),
@@ -71,6 +76,15 @@ pub enum Acquired {
 }
 
 impl Acquired {
+    /// What `acquire.lua` returned: 0 acquired, 1 held, anything else parked.
+    pub fn from_code(code: i64) -> Acquired {
+        match code {
+            0 => Acquired::Acquired,
+            1 => Acquired::Held,
+            _ => Acquired::Parked,
+        }
+    }
+
     /// The name Ruby sees (a Symbol): `acquired`, `held` or `parked`.
     pub fn name(self) -> &'static str {
         match self {
@@ -228,44 +242,66 @@ pub fn acquire(
     payload: &[u8],
     enqueued_at: f64,
 ) -> Result<Acquired> {
-    let s = req.scope;
-    let mut inv = ACQUIRE.prepare_invoke();
-    inv.key(s.holders())
-        .key(s.parked())
-        .key(limits_key(&s.tag))
-        .key(meta(&s.tag))
-        .key(tags_key())
-        .arg(req.jid)
-        .arg(req.lease_ms)
-        .arg(req.default_limit)
-        .arg(&s.sub)
-        .arg(&s.tag)
-        .arg(payload)
-        .arg(enqueue_score_ms(enqueued_at));
-    let code: i64 = pool.with(|c| inv.invoke(c))?;
-    Ok(match code {
-        0 => Acquired::Acquired,
-        1 => Acquired::Held,
-        _ => Acquired::Parked,
-    })
+    let (keys, args) = acquire_call(req, payload, enqueued_at);
+    let code: i64 = pool.with(|c| invocation(&ACQUIRE, keys, args).invoke(c))?;
+    Ok(Acquired::from_code(code))
 }
 
-/// Frees the job's slot; returns how many parked jobs were handed a slot.
-pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
-    let (keys, args) = release_call(req);
-    let mut inv = RELEASE.prepare_invoke();
+/// `(KEYS, ARGV)` of `acquire.lua` for one job asking for a slot, in the order of its contract.
+pub fn acquire_call(
+    req: &Request<'_>,
+    payload: &[u8],
+    enqueued_at: f64,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let s = req.scope;
+    let keys = vec![
+        s.holders(),
+        s.parked(),
+        limits_key(&s.tag),
+        meta(&s.tag),
+        tags_key().into_bytes(),
+    ];
+    let args = vec![
+        req.jid.to_vec(),
+        req.lease_ms.to_string().into_bytes(),
+        req.default_limit.to_string().into_bytes(),
+        s.sub.clone(),
+        s.tag.clone(),
+        payload.to_vec(),
+        enqueue_score_ms(enqueued_at).to_string().into_bytes(),
+    ];
+    (keys, args)
+}
+
+fn invocation(
+    script: &'static Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = script.prepare_invoke();
     for key in keys {
         inv.key(key);
     }
     for arg in args {
         inv.arg(arg);
     }
-    pool.with(|c| inv.invoke(c))
+    inv
 }
 
-/// `(sha, source)` of `release.lua`, for a caller that runs it on another connection (EVALSHA, then EVAL).
-pub fn release_script() -> (&'static str, &'static str) {
-    (RELEASE.get_hash(), RELEASE_SOURCE)
+/// Frees the job's slot; returns how many parked jobs were handed a slot.
+pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
+    let (keys, args) = release_call(req);
+    pool.with(|c| invocation(&RELEASE, keys, args).invoke(c))
+}
+
+/// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
+/// `acquire` or `release`.
+pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
+    match name {
+        "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE)),
+        "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE)),
+        _ => None,
+    }
 }
 
 /// `(KEYS, ARGV)` of `release.lua` for one job's slot, in the order of its contract.
@@ -578,9 +614,49 @@ mod tests {
         );
         let expected: [&[u8]; 4] = [b"j1", b"60000", b"3", b"q:default"];
         assert_eq!(args, expected.map(<[u8]>::to_vec));
-        let (sha, source) = release_script();
-        assert_eq!(sha, Script::new(source).get_hash());
-        assert!(source.ends_with(include_str!("lua/release.lua")));
+        for (name, file) in [
+            ("release", include_str!("lua/release.lua")),
+            ("acquire", include_str!("lua/acquire.lua")),
+        ] {
+            let (sha, source) = script(name).unwrap();
+            assert_eq!(sha, Script::new(source).get_hash());
+            assert!(source.ends_with(file));
+        }
+        assert!(script("sweep").is_none());
+    }
+
+    #[test]
+    fn acquire_call_follows_the_scripts_contract() {
+        let scope = Scope::custom(b"customer-42");
+        let slot = Slot {
+            scope: scope.clone(),
+            jid: b"j2".to_vec(),
+            lease_ms: 5_000,
+            default_limit: 2,
+        };
+        let (keys, args) = acquire_call(&slot.request(), b"{}", 1_700_000_000.5);
+        let tag = scope.tag();
+        let expected_keys = [
+            scope.holders(),
+            scope.parked(),
+            limits_key(tag),
+            meta(tag),
+            tags_key().into_bytes(),
+        ];
+        assert_eq!(keys, expected_keys);
+        let expected: [&[u8]; 7] = [
+            b"j2",
+            b"5000",
+            b"2",
+            b"k",
+            b"k:customer-42",
+            b"{}",
+            b"1700000000500",
+        ];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+        assert_eq!(Acquired::from_code(0), Acquired::Acquired);
+        assert_eq!(Acquired::from_code(1), Acquired::Held);
+        assert_eq!(Acquired::from_code(2), Acquired::Parked);
     }
 
     #[test]

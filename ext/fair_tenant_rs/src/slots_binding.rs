@@ -9,9 +9,16 @@ use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 use crate::client::RbClient;
 use crate::handle::Handle;
 use crate::helpers::convert::{bytes, pair};
-use crate::helpers::errors::to_ruby;
+use crate::helpers::errors::{argument_error, to_ruby};
 use crate::helpers::gvl::without_gvl;
-use crate::slots::{self, Scope, Slot};
+use crate::slots::{self, Acquired, Scope, Slot};
+
+/// `[keys, argv]` as two Arrays of binary Strings.
+fn call(ruby: &Ruby, (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>)) -> Result<RArray, Error> {
+    let strings =
+        |parts: Vec<Vec<u8>>| ruby.ary_from_iter(parts.iter().map(|p| ruby.str_from_slice(p)));
+    Ok(ruby.ary_from_iter([strings(keys), strings(args)]))
+}
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
 pub struct RbSlots(Arc<Handle>);
@@ -46,10 +53,31 @@ impl RbSlots {
         pair(ruby, scope.tag(), scope.sub())
     }
 
-    /// `[sha, source]` of the release script, to run it on Sidekiq's own connection.
-    fn release_script(ruby: &Ruby) -> Result<RArray, Error> {
-        let (sha, source) = slots::release_script();
+    /// `[sha, source]` of a slot script (`acquire`, `release`), to run it on Sidekiq's own connection.
+    fn script(ruby: &Ruby, name: String) -> Result<RArray, Error> {
+        let (sha, source) = slots::script(&name)
+            .ok_or_else(|| argument_error(ruby, format!("no slot script named {name:?}")))?;
         pair(ruby, sha.as_bytes(), source.as_bytes())
+    }
+
+    /// `[keys, argv]` of the acquire script for one job (binary Strings).
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_call(
+        ruby: &Ruby,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        lease_ms: u64,
+        default_limit: u64,
+        payload: RString,
+        enqueued_at: f64,
+    ) -> Result<RArray, Error> {
+        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let payload = bytes(payload);
+        call(
+            ruby,
+            slots::acquire_call(&slot.request(), &payload, enqueued_at),
+        )
     }
 
     /// `[keys, argv]` of the release script for one job's slot (binary Strings).
@@ -62,10 +90,12 @@ impl RbSlots {
         default_limit: u64,
     ) -> Result<RArray, Error> {
         let slot = slot(tag, sub, jid, lease_ms, default_limit);
-        let (keys, args) = slots::release_call(&slot.request());
-        let strings =
-            |parts: Vec<Vec<u8>>| ruby.ary_from_iter(parts.iter().map(|p| ruby.str_from_slice(p)));
-        Ok(ruby.ary_from_iter([strings(keys), strings(args)]))
+        call(ruby, slots::release_call(&slot.request()))
+    }
+
+    /// What the acquire script's reply means: `:acquired`, `:held` or `:parked`.
+    fn acquired(ruby: &Ruby, code: i64) -> Symbol {
+        ruby.to_symbol(Acquired::from_code(code).name())
     }
 
     /// `:acquired`, `:held` (run the job) or `:parked`.
@@ -134,11 +164,10 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("new", magnus::function!(RbSlots::new, 1))?;
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
-    class.define_singleton_method(
-        "release_script",
-        magnus::function!(RbSlots::release_script, 0),
-    )?;
+    class.define_singleton_method("script", magnus::function!(RbSlots::script, 1))?;
+    class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 7))?;
     class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 5))?;
+    class.define_singleton_method("acquired", magnus::function!(RbSlots::acquired, 1))?;
     class.define_method("acquire", magnus::method!(RbSlots::acquire, 7))?;
     class.define_method("release", magnus::method!(RbSlots::release, 5))?;
     class.define_method("renew", magnus::method!(RbSlots::renew, 1))?;
