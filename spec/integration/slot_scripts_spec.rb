@@ -142,6 +142,23 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     expect(holders).to eq(["long"])
   end
 
+  it "renews and sweeps on Sidekiq's own connection, as the heartbeat does (SlotCalls)", gc_stress: false do
+    slot = ->(jid) { Sidekiq::FairTenant::ServerMiddleware::Slot.new(tag, sub, jid, 60_000, 1) }
+    slots.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
+    expect(Sidekiq::FairTenant::SlotCalls.renew([slot.call("long"), slot.call("gone")])).to eq(1)
+    sleep 0.15
+    expect(acquire("next")).to eq(:parked) # "long" still holds: its lease was extended
+
+    other, other_sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("swept", "default")
+    slots.acquire(other, other_sub, "crashed", 50, 1, "{}", Time.now.to_f)
+    waiting = JSON.generate(payload("waiting", tenant: "swept"))
+    expect(slots.acquire(other, other_sub, "waiting", 60_000, 1, waiting, Time.now.to_f)).to eq(:parked)
+    sleep 0.1 # the 50 ms lease of "crashed" runs out; acme's "long" still holds
+    expect(Sidekiq::FairTenant::SlotCalls.sweep(10)).to eq([1, 1])
+    expect(stats.inspect_scope(other, other_sub)[0].map(&:first)).to eq(["waiting"])
+    expect(holders).to eq(["long"])
+  end
+
   describe "middleware" do
     def perform(job)
       ran = false

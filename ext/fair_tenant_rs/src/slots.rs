@@ -21,48 +21,37 @@ use crate::pool::Pool;
 
 pub const PREFIX: &str = "sidekiq-fair_tenant";
 
-macro_rules! slot_script {
+/// A slot script's source: the shared functions, then the script.
+macro_rules! slot_source {
     ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("lua/slots_common.lua"),
-                include_str!($file)
-            ))
-        })
+        concat!(include_str!("lua/slots_common.lua"), include_str!($file))
     };
 }
 
-/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair_caps.lua`).
-macro_rules! slot_and_fair_script {
+/// The source of a slot script that also wakes fair-queue tenants waiting on a scope
+/// (`lua/fair_caps.lua`).
+macro_rules! slot_and_fair_source {
     ($file:literal) => {
-        LazyLock::new(|| {
-            Script::new(concat!(
-                include_str!("lua/slots_common.lua"),
-                include_str!("lua/fair_common.lua"),
-                include_str!("lua/fair_caps.lua"),
-                include_str!($file)
-            ))
-        })
+        concat!(
+            include_str!("lua/slots_common.lua"),
+            include_str!("lua/fair_common.lua"),
+            include_str!("lua/fair_caps.lua"),
+            include_str!($file)
+        )
     };
 }
 
-/// `acquire.lua` and `release.lua` with what they include: run here, or on Sidekiq's own connection
-/// ([`script`]).
-const ACQUIRE_SOURCE: &str = concat!(
-    include_str!("lua/slots_common.lua"),
-    include_str!("lua/acquire.lua")
-);
+// Run here, or on Sidekiq's own connection by Ruby ([`script`]).
+const ACQUIRE_SOURCE: &str = slot_source!("lua/acquire.lua");
+const RELEASE_SOURCE: &str = slot_and_fair_source!("lua/release.lua");
+const RENEW_SOURCE: &str = slot_source!("lua/renew.lua");
+const SWEEP_SOURCE: &str = slot_and_fair_source!("lua/sweep.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
-const RELEASE_SOURCE: &str = concat!(
-    include_str!("lua/slots_common.lua"),
-    include_str!("lua/fair_common.lua"),
-    include_str!("lua/fair_caps.lua"),
-    include_str!("lua/release.lua")
-);
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
-static RENEW: LazyLock<Script> = slot_script!("lua/renew.lua");
-static SWEEP: LazyLock<Script> = slot_and_fair_script!("lua/sweep.lua");
-static SET_LIMIT: LazyLock<Script> = slot_and_fair_script!("lua/set_limit.lua");
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_SOURCE));
+static SWEEP: LazyLock<Script> = LazyLock::new(|| Script::new(SWEEP_SOURCE));
+static SET_LIMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(slot_and_fair_source!("lua/set_limit.lua")));
 
 /// What `acquire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,11 +284,13 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 }
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
-/// `acquire` or `release`.
+/// `acquire`, `release`, `renew` or `sweep`.
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE)),
         "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE)),
+        "renew" => Some((RENEW.get_hash(), RENEW_SOURCE)),
+        "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE)),
         _ => None,
     }
 }
@@ -322,11 +313,21 @@ pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
     if running.is_empty() {
         return Ok(0);
     }
-    let mut inv = RENEW.prepare_invoke();
-    for (scope, jid, lease_ms) in running {
-        inv.key(scope.holders()).arg(jid).arg(*lease_ms);
-    }
-    pool.with(|c| inv.invoke(c))
+    let (keys, args) = renew_call(running);
+    pool.with(|c| invocation(&RENEW, keys, args).invoke(c))
+}
+
+/// `(KEYS, ARGV)` of `renew.lua`: each job's holders key, and its jid and lease (ms).
+pub fn renew_call(running: &[(Scope, Vec<u8>, u64)]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = running
+        .iter()
+        .map(|(scope, _, _)| scope.holders())
+        .collect();
+    let args = running
+        .iter()
+        .flat_map(|(_, jid, lease_ms)| [jid.clone(), lease_ms.to_string().into_bytes()])
+        .collect();
+    (keys, args)
 }
 
 /// What one sweep did.
@@ -349,17 +350,19 @@ pub fn sweep(pool: &Pool, max_tags: usize) -> Result<Swept> {
     })?;
     let mut swept = Swept::default();
     for tag in tags {
-        let mut inv = SWEEP.prepare_invoke();
-        inv.key(limits_key(&tag))
-            .key(meta(&tag))
-            .key(tags_key())
-            .arg(base(&tag))
-            .arg(&tag);
-        let (handed, reclaimed): (u64, u64) = pool.with(|c| inv.invoke(c))?;
+        let (keys, args) = sweep_call(&tag);
+        let (handed, reclaimed): (u64, u64) =
+            pool.with(|c| invocation(&SWEEP, keys, args).invoke(c))?;
         swept.handed += handed;
         swept.reclaimed += reclaimed;
     }
     Ok(swept)
+}
+
+/// `(KEYS, ARGV)` of `sweep.lua` for one tag of [`tags_key`] (which a sweep picks `SRANDMEMBER`).
+pub fn sweep_call(tag: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![limits_key(tag), meta(tag), tags_key().into_bytes()];
+    (keys, vec![base(tag), tag.to_vec()])
 }
 
 /// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
@@ -622,7 +625,37 @@ mod tests {
             assert_eq!(sha, Script::new(source).get_hash());
             assert!(source.ends_with(file));
         }
-        assert!(script("sweep").is_none());
+        assert!(script("set_limit").is_none());
+    }
+
+    #[test]
+    fn renew_and_sweep_calls_follow_the_scripts_contracts() {
+        let (a, b) = (Scope::tenant_queue(b"a", b"q"), Scope::custom(b"x"));
+        let running = [
+            (a.clone(), b"j1".to_vec(), 900),
+            (b.clone(), b"j2".to_vec(), 60_000),
+        ];
+        let (keys, args) = renew_call(&running);
+        assert_eq!(keys, [a.holders(), b.holders()]);
+        let expected: [&[u8]; 4] = [b"j1", b"900", b"j2", b"60000"];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+
+        let (keys, args) = sweep_call(b"t:a");
+        let expected_keys = [limits_key(b"t:a"), meta(b"t:a"), tags_key().into_bytes()];
+        assert_eq!(keys, expected_keys);
+        assert_eq!(
+            args,
+            [
+                b"sidekiq-fair_tenant:slots:3:t:a:".to_vec(),
+                b"t:a".to_vec()
+            ]
+        );
+        for (name, file) in [
+            ("renew", include_str!("lua/renew.lua")),
+            ("sweep", include_str!("lua/sweep.lua")),
+        ] {
+            assert!(script(name).unwrap().1.ends_with(file));
+        }
     }
 
     #[test]

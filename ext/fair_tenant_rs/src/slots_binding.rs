@@ -20,6 +20,21 @@ fn call(ruby: &Ruby, (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>)) -> Result<RArra
     Ok(ruby.ary_from_iter([strings(keys), strings(args)]))
 }
 
+/// `[[tag, sub, jid, lease_ms], ...]` as the renew script's entries.
+fn running_slots(running: RArray) -> Result<Vec<(Scope, Vec<u8>, u64)>, Error> {
+    let mut entries = Vec::with_capacity(running.len());
+    for item in running.into_iter() {
+        let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
+            magnus::TryConvert::try_convert(item)?;
+        entries.push((
+            Scope::from_parts(bytes(tag), bytes(sub)),
+            bytes(jid),
+            lease_ms,
+        ));
+    }
+    Ok(entries)
+}
+
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
 pub struct RbSlots(Arc<Handle>);
 
@@ -93,6 +108,16 @@ impl RbSlots {
         call(ruby, slots::release_call(&slot.request()))
     }
 
+    /// `[keys, argv]` of the renew script for `running`: an Array of `[tag, sub, jid, lease_ms]`.
+    fn renew_call(ruby: &Ruby, running: RArray) -> Result<RArray, Error> {
+        call(ruby, slots::renew_call(&running_slots(running)?))
+    }
+
+    /// `[keys, argv]` of the sweep script for one tag of `tags_key`.
+    fn sweep_call(ruby: &Ruby, tag: RString) -> Result<RArray, Error> {
+        call(ruby, slots::sweep_call(&bytes(tag)))
+    }
+
     /// What the acquire script's reply means: `:acquired`, `:held` or `:parked`.
     fn acquired(ruby: &Ruby, code: i64) -> Symbol {
         ruby.to_symbol(Acquired::from_code(code).name())
@@ -135,16 +160,7 @@ impl RbSlots {
 
     /// `running`: an Array of `[tag, sub, jid, lease_ms]`.
     fn renew(&self, running: RArray) -> Result<u64, Error> {
-        let mut entries = Vec::with_capacity(running.len());
-        for item in running.into_iter() {
-            let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
-                magnus::TryConvert::try_convert(item)?;
-            entries.push((
-                Scope::from_parts(bytes(tag), bytes(sub)),
-                bytes(jid),
-                lease_ms,
-            ));
-        }
+        let entries = running_slots(running)?;
         without_gvl(|| slots::renew(&self.0.pool, &entries))?.map_err(to_ruby)
     }
 
@@ -168,6 +184,9 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 7))?;
     class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 5))?;
     class.define_singleton_method("acquired", magnus::function!(RbSlots::acquired, 1))?;
+    class.define_singleton_method("renew_call", magnus::function!(RbSlots::renew_call, 1))?;
+    class.define_singleton_method("sweep_call", magnus::function!(RbSlots::sweep_call, 1))?;
+    class.define_singleton_method("tags_key", magnus::function!(slots::tags_key, 0))?;
     class.define_method("acquire", magnus::method!(RbSlots::acquire, 7))?;
     class.define_method("release", magnus::method!(RbSlots::release, 5))?;
     class.define_method("renew", magnus::method!(RbSlots::renew, 1))?;
