@@ -20,6 +20,6 @@ RSpec.describe "Native::ServerCheck" do
     expect(check.problem(info, false)).to be_nil
     expect(check.problem(info, true))
       .to eq("the Redis server is redis 6.0.16, which lacks ZADD with LT (Redis 6.2.0+) for fair queues " \
-             "(lua/fair_caps.lua): use Redis 6.2.0 or later (or Valkey)")
+             "(lua/fair/serve.lua): use Redis 6.2.0 or later (or Valkey)")
   end
 end

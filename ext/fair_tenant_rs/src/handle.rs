@@ -4,8 +4,8 @@
 //! the same pool, and whichever of them Ruby collects last closes it.
 
 use crate::error::Result;
-use crate::keys::KeyFormat;
-use crate::pool::{Pool, PoolConfig};
+use crate::redis::pool::{Pool, PoolConfig};
+use crate::routing::keys::KeyFormat;
 
 pub struct Handle {
     pub pool: Pool,
@@ -35,9 +35,9 @@ mod tests {
 
     use super::*;
     use crate::error::Error;
-    use crate::keys::DEFAULT_ENQUEUES_KEY;
-    use crate::server::ServerSettings;
-    use crate::tls::TlsOptions;
+    use crate::redis::server::ServerSettings;
+    use crate::redis::tls::TlsOptions;
+    use crate::routing::keys::DEFAULT_ENQUEUES_KEY;
 
     fn config(size: usize) -> PoolConfig {
         let second = Duration::from_secs(1);
@@ -58,7 +58,7 @@ mod tests {
         let handle = Handle::open(config(3), DEFAULT_ENQUEUES_KEY).unwrap();
         let stats = handle.pool.stats();
         assert_eq!((stats.size, stats.open, stats.connects), (3, 0, 0));
-        assert!(handle.keys.uses(crate::keys::Field::FairTenant));
+        assert!(handle.keys.uses(crate::routing::keys::Field::FairTenant));
     }
 
     #[test]

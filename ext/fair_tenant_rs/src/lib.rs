@@ -1,101 +1,37 @@
-//! Rust core of the `sidekiq-fair_tenant-rs` gem.
+//! Rust core of the `sidekiq-fair_tenant-rs` gem. Layers, each depending only on those below it
+//! (`tests/layout.rs` fails on an import circle):
 //!
-//! Plain modules (no Ruby types, unit-tested with `cargo test`): [`rules`] (the re-routing rule:
-//! which queue a tenant's next job goes to), [`router`] (one script call per push, with
-//! `lua/route.lua`), [`fair`] (fair queues: the serving rule and its scripts), [`fair_caps`] (the
-//! same rule with concurrency caps, as a model), [`ideal`] (the simulated SFQ schedule `bin/demo`
-//! measures against), [`concurrency`],
-//! [`slots`], [`stats`], [`queues`], [`keys`], [`handle`] (the pool and key format the
-//! bindings share), [`pool`], [`connect`] (opening one connection), [`outage`], [`server`],
-//! [`server_check`] (what the scripts need from the server),
-//! [`sentinel`], [`tls`], [`error`], [`build_info`].
-//!
-//! Binding layer, one file per Ruby class under `Sidekiq::FairTenant::Native`, converting and
-//! nothing else: `client` (`Client`: the connection, and `client.router`/`slots`/`stats`/`limits`),
-//! `router_binding` (`Router`), `slots_binding` (`Slots`), `stats_binding` (`Stats`),
-//! `limits_binding` (`Limits`), `fair_binding` (`Fair`), `rule_set` (`RuleSet`),
-//! `concurrency_rule` (`Concurrency`), `queue_plan` (`QueuePlan`),
-//! `server_check_binding` (`ServerCheck`); `Native` itself (`build_info`)
-//! below; shared glue (conversions, errors, GVL release, memoized objects) in `helpers`.
+//! - [`ruby_api`] (private): the bindings, one file per Ruby class under `Sidekiq::FairTenant::Native`
+//!   (`client`, `router`, `slots`, `stats`, `limits`, `fair`, `rule_set`, `concurrency`, `queue_plan`,
+//!   `server_check`; `native` for the module's own methods), converting and nothing else;
+//!   `ruby_api/helpers/` holds the glue (conversions, errors, GVL release, memoized objects).
+//!   Everything below is plain Rust, unit-tested with `cargo test`.
+//! - Features, each with its rules and its scripts (`lua/<feature>/`):
+//!   [`routing`] (`rules`: the re-routing rule; `router`: one script call per push, with
+//!   `lua/routing/route.lua`; `keys`: the `enqueues_key` format; `stats`; `queues`: queue weights and
+//!   boot checks), [`slots`] (concurrency slots: keys and scripts, `lua/slots/`; `concurrency`: the
+//!   `fair_tenant_concurrency` option), [`fair`] (fair queues: the rule, its keys and scripts,
+//!   `lua/fair/`, the serving rule in `lua/fair/serve.lua`; `caps`: the rule with concurrency caps as a
+//!   model; `rules`: re-routing rules on fair queues; `lockstep`, test-only: the Lua against the models).
+//! - [`handle`]: the pool and key format the bindings share.
+//! - [`redis`]: connections: `pool`, `connect` (opening one), `outage`, `server` (settings), `sentinel`,
+//!   `tls`, `server_check` (what the scripts need from the server).
+//! - [`error`], [`build_info`].
+//! - [`demo`] (`ideal`: the simulated schedule `bin/demo` measures against), only with the cargo
+//!   feature `bench`, as are the bench hooks (`Client#noop_eval`, `Router#route_args`).
 
 pub mod build_info;
-pub mod concurrency;
-pub mod connect;
+pub mod demo;
 pub mod error;
 pub mod fair;
-pub mod fair_caps;
-pub mod fair_rules;
 pub mod handle;
-pub mod ideal;
-pub mod keys;
-#[cfg(test)]
-mod lockstep;
-pub mod outage;
-pub mod pool;
-pub mod queues;
-pub mod router;
-pub mod rules;
-pub mod sentinel;
-pub mod server;
-pub mod server_check;
+pub mod redis;
+pub mod routing;
 pub mod slots;
-pub mod stats;
-pub mod tls;
 
-mod client;
-mod concurrency_rule;
-mod fair_binding;
-mod helpers;
-mod limits_binding;
-mod queue_plan;
-mod router_binding;
-mod rule_set;
-mod server_check_binding;
-mod slots_binding;
-mod stats_binding;
-
-use magnus::{prelude::*, Error, RHash, Ruby};
+mod ruby_api;
 
 #[magnus::init(name = "fair_tenant_rs")]
-fn init(ruby: &Ruby) -> Result<(), Error> {
-    let fair_tenant = ruby.define_module("Sidekiq")?.define_module("FairTenant")?;
-    helpers::errors::init(ruby, fair_tenant)?;
-    let native = fair_tenant.define_module("Native")?;
-    native.define_singleton_method("build_info", magnus::function!(build_info, 0))?;
-    rule_set::init(ruby, native)?;
-    concurrency_rule::init(ruby, native)?;
-    client::init(ruby, native)?;
-    router_binding::init(ruby, native)?;
-    slots_binding::init(ruby, native)?;
-    stats_binding::init(ruby, native)?;
-    limits_binding::init(ruby, native)?;
-    fair_binding::init(ruby, native)?;
-    queue_plan::init(ruby, native)?;
-    server_check_binding::init(ruby, native)?;
-    resolve_wrapped_classes(ruby);
-    Ok(())
-}
-
-/// magnus looks a wrapped class up (`Object.const_get`) when it first wraps an object of it, and
-/// panics if that call is interrupted: a `Timeout.timeout`, `Thread#raise` or `Thread#kill` landing in
-/// a process's first `client.router` (or `RuleSet.new`, ...) surfaced as `fatal`, not as itself.
-/// Looked up here, at load, no call can be interrupted there.
-fn resolve_wrapped_classes(ruby: &Ruby) {
-    use magnus::TypedData;
-    client::RbClient::class(ruby);
-    router_binding::RbRouter::class(ruby);
-    slots_binding::RbSlots::class(ruby);
-    stats_binding::RbStats::class(ruby);
-    limits_binding::RbLimits::class(ruby);
-    rule_set::RbRuleSet::class(ruby);
-    concurrency_rule::RbConcurrency::class(ruby);
-}
-
-/// `Native.build_info`: a new Hash of symbol keys to strings on every call.
-fn build_info(ruby: &Ruby) -> Result<RHash, Error> {
-    let hash = ruby.hash_new();
-    for (key, value) in build_info::FACTS {
-        hash.aset(ruby.to_symbol(key), value)?;
-    }
-    Ok(hash)
+fn init(ruby: &magnus::Ruby) -> Result<(), magnus::Error> {
+    ruby_api::init(ruby)
 }

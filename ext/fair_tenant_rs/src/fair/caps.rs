@@ -1,0 +1,1013 @@
+//! Concurrency caps inside fair queues: the rule of `lua/fair/serve.lua` as a plain model on top of
+//! [`Sfq`], run side by side with the scripts by the lockstep test (`fair/lockstep.rs`).
+//!
+//! A job may carry a slot: a scope (a tenant's jobs in a queue, or a key several tenants may share),
+//! a limit (the job's own; a runtime limit set with [`CappedSfq::set_limit`] beats it) and whether the
+//! cap is elastic.
+//! - a served job takes its slot (it joins the scope's holders); [`CappedSfq::finish`] gives it back,
+//!   as does [`CappedSfq::requeue`], which puts the job back in front of its tenant's backlog;
+//! - the ready tenant with the smallest start tag is served, as in [`Sfq`]; a tenant whose head job
+//!   cannot take its slot leaves the rotation with its start tag, the job back at the front (FIFO), and
+//!   waits on the scope: in `capped` under a static cap or a limit of 0 (a wall, even with idle threads),
+//!   in `over` under an elastic cap above 0;
+//! - while no tenant is ready, `over` tenants are served in the same fair order, past their limit
+//!   (work-conserving): a tenant with a new job, or back under its limit, comes first. One served from
+//!   `over` starts at max(its tag, V): its tag stayed behind while ready tenants moved V on, and V never
+//!   goes backwards;
+//! - a tenant served up to its limit whose next job has the same scope leaves at once, at its next start
+//!   tag; one whose next job has another, full scope finds out when it is next at the head;
+//! - a tenant waits on one scope at a time, its head job's: its waiting entry goes when it leaves where it
+//!   waits (woken, served from `over` into `ready`, its backlog emptied, paused, moved between `over` and
+//!   `capped`), so a release of that scope never wakes it once it waits elsewhere;
+//! - a release or a raised limit wakes the scope's waiting tenants, smallest start tag first (ties: those
+//!   in `capped`, then activation, as the Lua's "c"/"o" entries sort), one per free slot, into `ready` at
+//!   start tag max(theirs, V): a wait banks no credit; an elastic tenant leaves `over` the same way once
+//!   under its limit;
+//! - a paused tenant (weight 0) met at the head leaves the rotation and passes the wake on: the next
+//!   tenant waiting on its head job's scope is woken, so a slot it was woken for is not left unused;
+//! - a job requeued in front of a held-back tenant brings the tenant back into `ready` (max(tag, V)): the
+//!   job now at its head may need no slot, or another one;
+//! - a running job is never interrupted: a lowered limit holds back only jobs not yet served.
+//!
+//! The fetch script serves a tenant woken by the acknowledgements riding with it straight from where it
+//! waited when its turn comes first; it must decide as [`CappedSfq::finish`] for each, then
+//! [`CappedSfq::pop`], decide here. Leases are time and left out (in Redis an expired holder is dropped when it stands
+//! in the way, and the sweep wakes waiters as a release does), as are draining (which ignores caps) and
+//! the Lua's bound of 100 hold-backs per fetch.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::fair::{Place, Sfq, Tag};
+
+/// The concurrency slot a job takes when it is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub scope: String,
+    pub limit: usize,
+    pub elastic: bool,
+}
+
+impl Slot {
+    /// A static cap: never more than `limit` running.
+    pub fn fixed(scope: &str, limit: usize) -> Slot {
+        Slot {
+            scope: scope.to_string(),
+            limit,
+            elastic: false,
+        }
+    }
+
+    /// An elastic cap: past `limit` only while no tenant under its limit waits (0 still halts).
+    pub fn elastic(scope: &str, limit: usize) -> Slot {
+        Slot {
+            elastic: true,
+            ..Slot::fixed(scope, limit)
+        }
+    }
+}
+
+/// Where a backlogged tenant is. The order of `Capped` before `Over` is that of the Lua's waiting entries
+/// ("c…" before "o…" at an equal start tag).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Tier {
+    Ready,
+    Capped,
+    Over,
+}
+
+/// A waiting entry: start tag, where the tenant waits (`Capped` or `Over`), its activation.
+pub(crate) type Wait = (Tag, Tier, u64);
+
+/// [`Sfq`] with concurrency caps: what `lua/fair/serve.lua` does, without Redis or time.
+#[derive(Debug, Default)]
+pub struct CappedSfq {
+    pub(crate) sfq: Sfq,
+    /// Tenants out of the rotation behind a static cap (or a limit of 0), in their place.
+    pub(crate) capped: BTreeMap<Place, String>,
+    /// Tenants at or past an elastic cap, served only while `ready` is empty.
+    pub(crate) over: BTreeMap<Place, String>,
+    slots: HashMap<u64, Slot>,
+    pub(crate) holders: HashMap<String, BTreeSet<u64>>,
+    /// Per scope, the tenants waiting on it.
+    pub(crate) waiting: HashMap<String, BTreeMap<Wait, String>>,
+    /// Per tenant in `capped` or `over`: the scope it waits on and its entry there.
+    waits: HashMap<String, (String, Wait)>,
+    /// Jobs served and not yet finished or requeued, and their tenants.
+    inflight: HashMap<u64, String>,
+    limits: HashMap<String, usize>,
+    /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
+    /// while it had none: the Lua's sweep registration): what a deleted runtime limit wakes by.
+    registered: HashMap<String, usize>,
+    /// Scopes of one tag (a tenant's queues, or a key), and limits set for a whole tag (`*`).
+    tags: HashMap<String, String>,
+    tag_limits: HashMap<String, usize>,
+}
+
+impl CappedSfq {
+    pub fn new() -> CappedSfq {
+        CappedSfq::default()
+    }
+
+    /// A tenant's weight; 0 pauses it (met at the head, it leaves the rotation), above 0 resumes it.
+    pub fn set_weight(&mut self, tenant: &str, weight: f64) {
+        self.sfq.set_weight(tenant, weight);
+    }
+
+    /// A job (an id, unique) to the back of the tenant's backlog, with the slot it takes, if any.
+    pub fn push(&mut self, tenant: &str, job: u64, slot: Option<Slot>) {
+        if let Some(slot) = slot {
+            self.slots.insert(job, slot);
+        }
+        self.sfq.push(tenant, job);
+    }
+
+    /// The next job in fair order and its tenant; the job holds its slot until [`CappedSfq::finish`] or
+    /// [`CappedSfq::requeue`].
+    pub fn pop(&mut self) -> Option<(String, u64)> {
+        loop {
+            let (tier, (&at, tenant)) = match self.sfq.ready.first_key_value() {
+                Some(top) => (Tier::Ready, top),
+                None => (Tier::Over, self.over.first_key_value()?),
+            };
+            let tenant = tenant.clone();
+            let start = match tier {
+                Tier::Ready => at.0 .0,
+                _ => at.0 .0.max(self.sfq.v),
+            };
+            if let Some(job) = self.turn(tier, at, &tenant, start) {
+                self.inflight.insert(job, tenant.clone());
+                return Some((tenant, job));
+            }
+        }
+    }
+
+    /// A served job is done (acknowledged): its slot is given back and waiting tenants are woken.
+    /// Idempotent.
+    pub fn finish(&mut self, job: u64) {
+        if self.inflight.remove(&job).is_some() {
+            self.release(job);
+        }
+    }
+
+    /// A served job back to the front of its tenant's backlog (requeued, or recovered from a dead
+    /// process): its slot is given back, and a tenant held back on its former head job's scope rejoins
+    /// `ready`. Idempotent.
+    pub fn requeue(&mut self, job: u64) {
+        let Some(tenant) = self.inflight.remove(&job) else {
+            return;
+        };
+        self.release(job);
+        if !self.sfq.push_front(&tenant, job) {
+            if let Some((_, (tag, tier, seq))) = self.forget(&tenant) {
+                self.tier(tier).remove(&(tag, seq));
+                self.rejoin(tenant, tag, seq);
+            }
+        }
+    }
+
+    /// A waiting job deleted (through Sidekiq's API; `lua/fair/delete.lua`). A tenant held back on its
+    /// head job's scope whose head job goes rejoins `ready` at max(tag, V) (the job now at its head may need
+    /// no slot, or another one); one whose backlog empties leaves wherever it was, its waiting entry too,
+    /// as [`Sfq::delete`]. Returns whether the job was waiting.
+    pub fn delete(&mut self, job: u64) -> bool {
+        let found = self.sfq.backlog.iter().find(|(_, l)| l.contains(&job));
+        let Some((tenant, list)) = found.map(|(t, l)| (t.clone(), l)) else {
+            return false;
+        };
+        let (head, last) = (list.front() == Some(&job), list.len() == 1);
+        if head {
+            if let Some((_, (tag, tier, seq))) = self.forget(&tenant) {
+                self.tier(tier).remove(&(tag, seq));
+                if last {
+                    self.sfq.left_at(&tenant, tag.0);
+                } else {
+                    self.rejoin(tenant.clone(), tag, seq);
+                }
+            }
+        }
+        self.slots.remove(&job);
+        self.sfq.delete(&tenant, job)
+    }
+
+    /// A runtime limit for a scope (beats the jobs' own); raising it wakes waiting tenants.
+    pub fn set_limit(&mut self, scope: &str, limit: usize) {
+        self.limits.insert(scope.to_string(), limit);
+        self.wake(scope, limit);
+    }
+
+    /// The scope's runtime limit deleted: its jobs' own applies again. Waiting tenants are woken by the
+    /// limit of the job that registered the scope (jobs sharing a key may carry different limits: a
+    /// tenant woken for a slot its own job's lower limit denies is held back again at its turn).
+    pub fn clear_limit(&mut self, scope: &str) {
+        self.limits.remove(scope);
+        if let Some(limit) = self.scope_limit(scope) {
+            self.wake(scope, limit);
+        }
+    }
+
+    /// The scope belongs to `tag`: a limit set for the whole tag applies to it (its own beats it).
+    pub fn set_tag(&mut self, scope: &str, tag: &str) {
+        self.tags.insert(scope.to_string(), tag.to_string());
+    }
+
+    /// A runtime limit for every scope of a tag (`None`: deleted), applied to each at once.
+    pub fn set_tag_limit(&mut self, tag: &str, limit: Option<usize>) {
+        match limit {
+            Some(l) => self.tag_limits.insert(tag.to_string(), l),
+            None => self.tag_limits.remove(tag),
+        };
+        let mut scopes: Vec<String> = self.registered.keys().cloned().collect();
+        scopes.retain(|s| self.tags.get(s).is_some_and(|t| t == tag));
+        for scope in scopes {
+            if let Some(limit) = self.scope_limit(&scope) {
+                self.wake(&scope, limit);
+            }
+        }
+    }
+
+    /// A registered scope's limit: its runtime limit, its tag's, or the registered job's.
+    fn scope_limit(&self, scope: &str) -> Option<usize> {
+        let tag_limit = self.tags.get(scope).and_then(|t| self.tag_limits.get(t));
+        let runtime = self.limits.get(scope).or(tag_limit);
+        runtime.or(self.registered.get(scope)).copied()
+    }
+
+    /// A waiting job taken back in flight by the process a recovery took it from (it had only stalled,
+    /// and is still running it): out of its tenant's backlog as [`CappedSfq::delete`], in flight again,
+    /// holding its slot again whatever the scope's count (it runs; the first holder registers the scope).
+    /// Returns whether it was still waiting.
+    pub fn reclaim(&mut self, job: u64) -> bool {
+        let Some(tenant) = self
+            .sfq
+            .backlog
+            .iter()
+            .find(|(_, l)| l.contains(&job))
+            .map(|(t, _)| t.clone())
+        else {
+            return false;
+        };
+        let slot = self.slots.get(&job).cloned();
+        self.delete(job);
+        if let Some(slot) = slot {
+            let holders = self.holders.entry(slot.scope.clone()).or_default();
+            if holders.is_empty() {
+                self.registered.insert(slot.scope.clone(), slot.limit);
+            }
+            holders.insert(job);
+            self.slots.insert(job, slot);
+        }
+        self.inflight.insert(job, tenant);
+        true
+    }
+
+    /// The tenant of a job in flight.
+    pub fn inflight_tenant(&self, job: u64) -> Option<&str> {
+        self.inflight.get(&job).map(String::as_str)
+    }
+
+    /// A tenant's waiting jobs, oldest first.
+    pub fn backlog(&self, tenant: &str) -> Option<&std::collections::VecDeque<u64>> {
+        self.sfq.backlog.get(tenant)
+    }
+
+    /// The slot a job takes when served, if any.
+    pub fn slot_of(&self, job: u64) -> Option<&Slot> {
+        self.slots.get(&job)
+    }
+
+    /// Whether the job holds its slot.
+    pub fn holds(&self, job: u64) -> bool {
+        self.slots
+            .get(&job)
+            .and_then(|s| self.holders.get(&s.scope))
+            .is_some_and(|h| h.contains(&job))
+    }
+
+    /// Jobs holding a slot of the scope.
+    pub fn running(&self, scope: &str) -> usize {
+        self.holders.get(scope).map_or(0, BTreeSet::len)
+    }
+
+    /// Tenants behind a static cap (or a limit of 0), smallest start tag first.
+    pub fn capped(&self) -> Vec<&str> {
+        self.capped.values().map(String::as_str).collect()
+    }
+
+    /// Tenants at or past an elastic cap, smallest start tag first.
+    pub fn over(&self) -> Vec<&str> {
+        self.over.values().map(String::as_str).collect()
+    }
+
+    /// Tenants waiting on a scope, first to be woken first.
+    pub fn waiting(&self, scope: &str) -> Vec<&str> {
+        self.waiting
+            .get(scope)
+            .map_or_else(Vec::new, |w| w.values().map(String::as_str).collect())
+    }
+
+    fn tier(&mut self, tier: Tier) -> &mut BTreeMap<Place, String> {
+        match tier {
+            Tier::Ready => &mut self.sfq.ready,
+            Tier::Capped => &mut self.capped,
+            Tier::Over => &mut self.over,
+        }
+    }
+
+    fn limit(&self, slot: &Slot) -> usize {
+        let tag_limit = self
+            .tags
+            .get(&slot.scope)
+            .and_then(|t| self.tag_limits.get(t));
+        self.limits
+            .get(&slot.scope)
+            .or(tag_limit)
+            .copied()
+            .unwrap_or(slot.limit)
+    }
+
+    /// One turn of the tenant at `at` in `tier`, starting at `start`: its oldest job if the job can
+    /// take its slot (V moves to `start`, the tenant's next job starts at start + 1 / weight, in `ready`,
+    /// or held back when that job's scope is now full); else it is held back. A paused tenant leaves the
+    /// rotation and passes the wake on. Returns the job served.
+    fn turn(&mut self, tier: Tier, at: Place, tenant: &str, start: f64) -> Option<u64> {
+        self.tier(tier).remove(&at);
+        let w = self.sfq.weight(tenant);
+        let job = match self.sfq.backlog.get_mut(tenant) {
+            Some(list) if w > 0.0 => list.pop_front(),
+            _ => None,
+        };
+        let Some(job) = job else {
+            self.forget(tenant);
+            if w == 0.0 {
+                self.sfq.paused.push(tenant.to_string());
+                self.pass_on(tenant);
+            }
+            return None;
+        };
+        let slot = self.slots.get(&job).cloned();
+        let (mut running, mut limit) = (0, 0);
+        if let Some(slot) = &slot {
+            match self.take_slot(slot, job, tier == Tier::Over) {
+                Ok(taken) => (running, limit) = taken,
+                Err(limit) => {
+                    self.sfq.backlog.get_mut(tenant)?.push_front(job);
+                    self.hold_back(tenant, (Tag(start), at.1), slot, limit);
+                    return None;
+                }
+            }
+        }
+        match self.sfq.served(tenant, start, w) {
+            Some(finish) => {
+                let place = (Tag(finish), at.1);
+                let next = self.sfq.backlog[tenant].front();
+                match (&slot, next.and_then(|j| self.slots.get(j)).cloned()) {
+                    (Some(slot), Some(next)) if next.scope == slot.scope && running >= limit => {
+                        self.hold_back(tenant, place, &next, limit)
+                    }
+                    _ => {
+                        self.forget(tenant);
+                        self.sfq.ready.insert(place, tenant.to_string());
+                    }
+                }
+            }
+            None => {
+                self.forget(tenant);
+            }
+        }
+        Some(job)
+    }
+
+    /// Takes the job's slot when its scope has room, or past the limit when `beyond` (an elastic cap
+    /// served from `over`; never at 0). Ok: (holders after, limit); Err: the limit.
+    fn take_slot(&mut self, slot: &Slot, job: u64, beyond: bool) -> Result<(usize, usize), usize> {
+        let limit = self.limit(slot);
+        let holders = self.holders.entry(slot.scope.clone()).or_default();
+        if holders.len() >= limit && !(beyond && slot.elastic && limit > 0) {
+            return Err(limit);
+        }
+        if holders.is_empty() {
+            self.registered.insert(slot.scope.clone(), slot.limit);
+        }
+        holders.insert(job);
+        Ok((holders.len(), limit))
+    }
+
+    /// The tenant (out of any tier) waits on the slot's scope at `place`: in `over` under an elastic cap
+    /// above 0, else in `capped`. Its entry replaces the one it had.
+    fn hold_back(&mut self, tenant: &str, place: Place, slot: &Slot, limit: usize) {
+        let to = if slot.elastic && limit > 0 {
+            Tier::Over
+        } else {
+            Tier::Capped
+        };
+        self.forget(tenant);
+        if self.running(&slot.scope) == 0 {
+            self.registered.insert(slot.scope.clone(), slot.limit);
+        }
+        let entry = (place.0, to, place.1);
+        self.waiting
+            .entry(slot.scope.clone())
+            .or_default()
+            .insert(entry, tenant.to_string());
+        self.waits
+            .insert(tenant.to_string(), (slot.scope.clone(), entry));
+        self.tier(to).insert(place, tenant.to_string());
+    }
+
+    /// Drops the tenant's waiting entry, if it has one (it leaves where it waited); returns it.
+    fn forget(&mut self, tenant: &str) -> Option<(String, Wait)> {
+        let (scope, entry) = self.waits.remove(tenant)?;
+        if let Some(waiting) = self.waiting.get_mut(&scope) {
+            waiting.remove(&entry);
+            if waiting.is_empty() {
+                self.waiting.remove(&scope);
+            }
+        }
+        Some((scope, entry))
+    }
+
+    /// Into `ready` at max(tag, V): a wait banks no credit.
+    fn rejoin(&mut self, tenant: String, tag: Tag, seq: u64) {
+        let tag = Tag(tag.0.max(self.sfq.v));
+        self.sfq.ready.insert((tag, seq), tenant);
+    }
+
+    /// A served job's slot back, and waiting tenants woken into it.
+    fn release(&mut self, job: u64) {
+        let Some(slot) = self.slots.get(&job) else {
+            return;
+        };
+        let released = self
+            .holders
+            .get_mut(&slot.scope)
+            .is_some_and(|h| h.remove(&job));
+        if released {
+            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
+            self.wake(&scope, limit);
+        }
+    }
+
+    /// A paused tenant gives up the slot it may have been woken for: the next tenant waiting on its head
+    /// job's scope is woken (as a release would).
+    fn pass_on(&mut self, tenant: &str) {
+        let head = self.sfq.backlog.get(tenant).and_then(|l| l.front());
+        if let Some(slot) = head.and_then(|j| self.slots.get(j)) {
+            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
+            self.wake(&scope, limit);
+        }
+    }
+
+    /// Wakes the scope's waiting tenants, first in line first, one per free slot (holders below the
+    /// limit; tenants woken earlier and not yet served are not counted), into `ready` at max(tag, V).
+    fn wake(&mut self, scope: &str, limit: usize) {
+        let free = limit.saturating_sub(self.running(scope));
+        for _ in 0..free {
+            let Some(&(tag, tier, seq)) = self.waiting.get(scope).and_then(|w| w.keys().next())
+            else {
+                break;
+            };
+            let tenant = self.tier(tier).remove(&(tag, seq));
+            let tenant = tenant.expect("a waiting entry names where its tenant waits");
+            self.forget(&tenant);
+            self.rejoin(tenant, tag, seq);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `threads` workers: every free one pops; jobs finish in the order a test picks.
+    struct Sim {
+        q: CappedSfq,
+        threads: usize,
+        running: Vec<(String, u64)>,
+        served: Vec<(String, u64)>,
+    }
+
+    impl Sim {
+        fn new(q: CappedSfq, threads: usize) -> Sim {
+            Sim {
+                q,
+                threads,
+                running: Vec::new(),
+                served: Vec::new(),
+            }
+        }
+
+        /// Each free thread takes a job, until one finds none. Returns the tenants served.
+        fn fill(&mut self) -> Vec<String> {
+            let mut started = Vec::new();
+            while self.running.len() < self.threads {
+                let Some(next) = self.q.pop() else { break };
+                started.push(next.0.clone());
+                self.running.push(next.clone());
+                self.served.push(next);
+            }
+            started
+        }
+
+        fn finish(&mut self, i: usize) {
+            let (_, job) = self.running.remove(i);
+            self.q.finish(job);
+        }
+
+        fn finish_oldest(&mut self) {
+            self.finish(0);
+        }
+
+        fn busy(&self, tenant: &str) -> usize {
+            self.running.iter().filter(|(t, _)| t == tenant).count()
+        }
+
+        fn idle(&self) -> usize {
+            self.threads - self.running.len()
+        }
+
+        fn served_to(&self, tenant: &str) -> usize {
+            self.served.iter().filter(|(t, _)| t == tenant).count()
+        }
+    }
+
+    /// A small deterministic generator, for finishing jobs in a scrambled order.
+    struct Lcg(u64);
+    impl Lcg {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+    }
+
+    fn push_jobs(q: &mut CappedSfq, tenant: &str, ids: std::ops::Range<u64>, slot: Option<Slot>) {
+        for id in ids {
+            q.push(tenant, id, slot.clone());
+        }
+    }
+
+    #[test]
+    fn without_slots_it_serves_as_sfq_does() {
+        let (mut plain, mut capped) = (Sfq::new(), CappedSfq::new());
+        plain.set_weight("c", 3.0);
+        capped.set_weight("c", 3.0);
+        for j in 0..300 {
+            let t = ["a", "b", "c"][j as usize % 3];
+            plain.push(t, j);
+            capped.push(t, j, None);
+        }
+        let a: Vec<_> = std::iter::from_fn(|| plain.pop()).collect();
+        let b: Vec<_> = std::iter::from_fn(|| capped.pop()).collect();
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn a_static_cap_is_a_wall_even_with_idle_threads() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 0..40, Some(Slot::fixed("a", 2)));
+        let mut sim = Sim::new(q, 8);
+        sim.fill();
+        assert_eq!((sim.busy("a"), sim.idle()), (2, 6));
+        assert_eq!(sim.q.capped(), ["a"]);
+        let mut rng = Lcg(7);
+        while !sim.running.is_empty() {
+            sim.finish(rng.below(sim.running.len()));
+            sim.fill();
+            assert!(sim.q.running("a") <= 2);
+            assert_eq!(sim.q.running("a"), sim.busy("a"));
+        }
+        assert_eq!(sim.served.len(), 40);
+    }
+
+    #[test]
+    fn a_lone_elastic_tenant_uses_every_thread() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 0..40, Some(Slot::elastic("a", 2)));
+        let mut sim = Sim::new(q, 8);
+        sim.fill();
+        assert_eq!(sim.busy("a"), 8);
+        assert_eq!(sim.q.over(), ["a"]);
+        while sim.served.len() < 40 {
+            sim.finish_oldest();
+            sim.fill();
+            assert_eq!(sim.idle(), 0);
+        }
+    }
+
+    #[test]
+    fn backlogged_elastic_tenants_share_every_thread_evenly() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 0..1000, Some(Slot::elastic("a", 2)));
+        push_jobs(&mut q, "b", 1000..2000, Some(Slot::elastic("b", 2)));
+        let mut sim = Sim::new(q, 8);
+        sim.fill();
+        for _ in 0..500 {
+            // Jobs of one length: they finish in the order they started.
+            sim.finish_oldest();
+            sim.fill();
+            assert_eq!(sim.idle(), 0);
+            assert!((3..=5).contains(&sim.busy("a")), "{}", sim.busy("a"));
+            assert!(sim.served_to("a").abs_diff(sim.served_to("b")) <= 1);
+        }
+        // Finished in a scrambled order, every thread stays busy and the jobs served stay even.
+        let mut rng = Lcg(11);
+        for _ in 0..800 {
+            sim.finish(rng.below(sim.running.len()));
+            sim.fill();
+            assert_eq!(sim.idle(), 0);
+            assert!(sim.served_to("a").abs_diff(sim.served_to("b")) <= 8);
+        }
+    }
+
+    #[test]
+    fn a_tenant_under_its_limit_is_served_by_the_next_free_thread() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 0..100, Some(Slot::elastic("a", 2)));
+        push_jobs(&mut q, "b", 100..200, Some(Slot::elastic("b", 2)));
+        let mut sim = Sim::new(q, 8);
+        sim.fill();
+        let newcomers = [
+            ("c", None),
+            ("d", Some(Slot::fixed("d", 1))),
+            ("e", Some(Slot::elastic("e", 2))),
+        ];
+        for (i, (tenant, slot)) in newcomers.into_iter().enumerate() {
+            sim.q.push(tenant, 1000 + i as u64, slot);
+            sim.finish_oldest();
+            assert_eq!(sim.fill(), [tenant]);
+        }
+    }
+
+    #[test]
+    fn over_limit_tenants_fall_back_as_their_jobs_finish() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 0..100, Some(Slot::elastic("a", 2)));
+        push_jobs(&mut q, "b", 100..200, Some(Slot::elastic("b", 2)));
+        let mut sim = Sim::new(q, 8);
+        sim.fill();
+        assert_eq!((sim.busy("a"), sim.busy("b")), (4, 4));
+        push_jobs(&mut sim.q, "c", 200..400, None);
+        for step in 0..200 {
+            let before = (sim.busy("a"), sim.busy("b"));
+            sim.finish_oldest();
+            sim.fill();
+            assert_eq!(sim.idle(), 0);
+            // No running job is interrupted: a tenant loses only the job that finished, and one at or
+            // past its limit gets no new job while "c" is ready; once its first jobs are done it stays
+            // at its limit.
+            for (tenant, was) in [("a", before.0), ("b", before.1)] {
+                let now = sim.busy(tenant);
+                assert_eq!(sim.q.running(tenant), now);
+                assert!(now + 1 >= was && now <= was.max(2), "{tenant} at {step}");
+                assert!(step < 8 || now <= 2, "{tenant} at {step}");
+            }
+        }
+        assert!(sim.busy("c") >= 4);
+    }
+
+    #[test]
+    fn a_capped_tenant_keeps_its_place() {
+        // One thread: "a" is held back after every job (its scope is full) and woken when it ends.
+        let mut plain = Sfq::new();
+        let mut q = CappedSfq::new();
+        for j in 0..30 {
+            let t = ["a", "b", "c"][j as usize % 3];
+            plain.push(t, j);
+            q.push(t, j, (t == "a").then(|| Slot::fixed("s", 1)));
+        }
+        let mut sim = Sim::new(q, 1);
+        while sim.fill().len() == 1 {
+            let held_back = sim.busy("a") == 1 && sim.served_to("a") < 10;
+            assert_eq!(sim.q.capped(), ["a"][..held_back as usize]);
+            sim.finish_oldest();
+        }
+        let order: Vec<_> = std::iter::from_fn(|| plain.pop()).collect();
+        assert_eq!(sim.served, order);
+    }
+
+    #[test]
+    fn a_wait_behind_a_cap_banks_no_credit() {
+        // "a" waits behind a limit of 0 as long as it would stay paused in plain SFQ: it comes back with
+        // the share of a tenant back from a pause (half), not with a burst paying back its wait.
+        let mut plain = Sfq::new();
+        let mut q = CappedSfq::new();
+        for j in 0..400 {
+            let t = ["a", "b"][j as usize % 2];
+            plain.push(t, j);
+            q.push(t, j, (t == "a").then(|| Slot::fixed("s", 1)));
+        }
+        let mut sim = Sim::new(q, 1);
+        let step = |sim: &mut Sim| {
+            sim.fill();
+            sim.finish_oldest();
+        };
+        let mut uncapped = Vec::new();
+        for _ in 0..10 {
+            step(&mut sim);
+            uncapped.push(plain.pop().unwrap());
+        }
+        sim.q.set_limit("s", 0);
+        plain.set_weight("a", 0.0);
+        for _ in 0..100 {
+            step(&mut sim);
+            uncapped.push(plain.pop().unwrap());
+        }
+        assert!(sim.served[10..].iter().all(|(t, _)| t == "b"));
+        sim.q.set_limit("s", 1);
+        plain.set_weight("a", 1.0);
+        for _ in 0..20 {
+            step(&mut sim);
+            uncapped.push(plain.pop().unwrap());
+        }
+        let a_jobs = |list: &[(String, u64)]| list.iter().filter(|(t, _)| t == "a").count();
+        let back = a_jobs(&sim.served[110..]);
+        assert!((9..=11).contains(&back), "{back}");
+        // At most one job apart: woken, "a" keeps its activation, so it wins the first tie with "b"
+        // where a tenant back from a pause, activated anew, loses it.
+        assert!(back.abs_diff(a_jobs(&uncapped[110..])) <= 1);
+        assert_eq!(sim.served[..110], uncapped[..110]);
+    }
+
+    #[test]
+    fn a_limit_of_zero_halts_and_raising_it_resumes() {
+        let mut q = CappedSfq::new();
+        q.set_limit("s", 0);
+        q.set_limit("e", 0);
+        push_jobs(&mut q, "a", 0..10, Some(Slot::fixed("s", 2)));
+        push_jobs(&mut q, "b", 10..20, Some(Slot::elastic("e", 2)));
+        let mut sim = Sim::new(q, 4);
+        assert!(sim.fill().is_empty());
+        assert_eq!(sim.q.capped(), ["a", "b"]); // elastic or not: 0 is a wall
+        assert!(sim.q.over().is_empty());
+        sim.q.set_limit("s", 1);
+        assert_eq!(sim.fill(), ["a"]);
+        sim.q.set_limit("e", 1);
+        assert_eq!(sim.fill(), ["b", "b", "b"]); // elastic again: the idle threads
+        assert_eq!(sim.q.over(), ["b"]);
+        // Back to 0: the running jobs end as usual, and nothing else starts.
+        sim.q.set_limit("s", 0);
+        sim.q.set_limit("e", 0);
+        assert_eq!((sim.q.running("s"), sim.q.running("e")), (1, 3));
+        while !sim.running.is_empty() {
+            sim.finish_oldest();
+            assert!(sim.fill().is_empty());
+        }
+        assert_eq!(sim.q.capped(), ["a", "b"]);
+    }
+
+    #[test]
+    fn lowering_a_limit_interrupts_nothing() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 0..20, Some(Slot::fixed("s", 3)));
+        let mut sim = Sim::new(q, 8);
+        sim.fill();
+        sim.q.set_limit("s", 1);
+        assert_eq!(sim.q.running("s"), 3);
+        for left in [2, 1] {
+            sim.finish_oldest();
+            assert!(sim.fill().is_empty());
+            assert_eq!(sim.q.running("s"), left);
+        }
+        sim.finish_oldest();
+        assert_eq!(sim.fill(), ["a"]);
+        while !sim.running.is_empty() {
+            sim.finish_oldest();
+            sim.fill();
+            assert!(sim.q.running("s") <= 1);
+        }
+        assert_eq!(sim.served.len(), 20);
+    }
+
+    #[test]
+    fn a_shared_scope_caps_its_tenants_together_and_wakes_one_per_free_slot() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "x", 0..300, Some(Slot::fixed("k", 3)));
+        push_jobs(&mut q, "y", 300..600, Some(Slot::fixed("k", 3)));
+        let mut sim = Sim::new(q, 8);
+        assert_eq!(sim.fill(), ["x", "y", "x"]);
+        assert_eq!(sim.q.capped(), ["y", "x"]); // smallest start tag first
+        sim.finish_oldest();
+        assert_eq!(sim.q.capped(), ["x"]); // one free slot: one tenant woken, the first in line
+        assert_eq!(sim.fill(), ["y"]);
+        // Two free slots wake two tenants; one free slot, one.
+        sim.q.set_limit("k", 5);
+        assert!(sim.q.capped().is_empty());
+        assert_eq!(sim.fill().len(), 2);
+        sim.q.set_limit("k", 6);
+        assert_eq!(sim.q.capped().len(), 1);
+        sim.fill();
+        let mut rng = Lcg(3);
+        for _ in 0..500 {
+            sim.finish(rng.below(sim.running.len()));
+            sim.fill();
+            assert_eq!(sim.q.running("k"), 6);
+            assert_eq!(sim.idle(), 2);
+            assert!(sim.served_to("x").abs_diff(sim.served_to("y")) <= 4);
+        }
+    }
+
+    #[test]
+    fn fifo_per_tenant_is_kept_through_hold_backs() {
+        let mut q = CappedSfq::new();
+        let slots = [
+            Some(Slot::fixed("s1", 1)),
+            Some(Slot::elastic("s2", 1)),
+            None,
+            Some(Slot::fixed("shared", 2)),
+        ];
+        for j in 0..400u64 {
+            let tenant = ["a", "b", "c"][j as usize % 3];
+            q.push(tenant, j, slots[(j / 3 % 4) as usize].clone());
+        }
+        let mut sim = Sim::new(q, 5);
+        let mut rng = Lcg(5);
+        sim.fill();
+        while !sim.running.is_empty() {
+            sim.finish(rng.below(sim.running.len()));
+            sim.fill();
+            assert!(sim.q.running("s1") <= 1 && sim.q.running("shared") <= 2);
+        }
+        assert_eq!(sim.served.len(), 400);
+        for tenant in ["a", "b", "c"] {
+            let jobs: Vec<u64> = sim
+                .served
+                .iter()
+                .filter(|(t, _)| t == tenant)
+                .map(|s| s.1)
+                .collect();
+            assert!(jobs.windows(2).all(|w| w[0] < w[1]), "{tenant}: {jobs:?}");
+        }
+    }
+
+    /// Serves `n` jobs, each finished at once; returns their tenants.
+    fn serve_and_finish(q: &mut CappedSfq, n: usize) -> Vec<String> {
+        (0..n)
+            .map(|_| {
+                let (tenant, job) = q.pop().unwrap();
+                q.finish(job);
+                tenant
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_tenant_served_from_over_starts_at_v_which_never_goes_backwards() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "e", 0..5, Some(Slot::elastic("e", 1)));
+        assert_eq!(q.pop(), Some(("e".into(), 0)));
+        assert_eq!(q.over(), ["e"]); // at start tag 1
+        push_jobs(&mut q, "u", 100..150, None);
+        assert!(serve_and_finish(&mut q, 50).iter().all(|t| t == "u"));
+        let v = q.sfq.v;
+        assert_eq!(v, 49.0);
+        // Nobody ready: "e" is served past its limit, at V (not at its tag 1, which would move V back).
+        assert_eq!(q.pop(), Some(("e".into(), 1)));
+        assert_eq!(q.sfq.v, v);
+        // So a newcomer starts at V too and gets its share, not a burst of 48 jobs.
+        push_jobs(&mut q, "n", 200..250, None);
+        push_jobs(&mut q, "u", 150..200, None);
+        let next = serve_and_finish(&mut q, 30);
+        let n = next.iter().filter(|t| *t == "n").count();
+        assert!((14..=16).contains(&n), "{next:?}");
+    }
+
+    #[test]
+    fn a_tenant_that_leaves_over_stops_waiting_on_its_scope() {
+        let mut q = CappedSfq::new();
+        q.push("y", 1, Some(Slot::elastic("b", 1)));
+        assert_eq!(q.pop(), Some(("y".into(), 1)));
+        q.push("x", 2, Some(Slot::elastic("a", 1)));
+        q.push("x", 3, Some(Slot::elastic("a", 1)));
+        q.push("x", 4, Some(Slot::elastic("b", 1)));
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+        assert_eq!((q.over(), q.waiting("a")), (vec!["x"], vec!["x"]));
+        // Nobody ready: "x" is served from over, and its next job (scope b) takes it to ready.
+        assert_eq!(q.pop(), Some(("x".into(), 3)));
+        assert!(q.over().is_empty() && q.waiting("a").is_empty());
+        push_jobs(&mut q, "u", 10..20, None);
+        assert_eq!(q.pop(), Some(("u".into(), 10)));
+        // "x" meets the full scope b: it waits in over on b (and only there).
+        assert_eq!(q.pop(), Some(("u".into(), 11)));
+        assert_eq!((q.over(), q.waiting("b")), (vec!["x"], vec!["x"]));
+        q.push("z", 30, Some(Slot::elastic("a", 1)));
+        assert_eq!(q.pop(), Some(("u".into(), 12)));
+        assert_eq!(q.waiting("a"), ["z"]);
+        // Scope a gets a free slot: "z" is woken, not "x" (which waits on b).
+        q.finish(2);
+        q.finish(3);
+        assert_eq!((q.over(), q.waiting("b")), (vec!["x"], vec!["x"]));
+        assert!(q.waiting("a").is_empty());
+        let next: Vec<String> = (0..2).map(|_| q.pop().unwrap().0).collect();
+        assert!(next.contains(&"z".to_string()), "{next:?}");
+    }
+
+    #[test]
+    fn a_paused_tenant_passes_its_wake_on() {
+        let mut q = CappedSfq::new();
+        q.push("w", 1, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("w".into(), 1)));
+        q.push("x", 2, Some(Slot::fixed("a", 1)));
+        q.push("z", 3, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x", "z"]);
+        q.set_weight("x", 0.0); // paused while it waits
+        q.finish(1); // wakes "x", first in line
+        assert_eq!(q.capped(), ["z"]);
+        // "x" meets its pause at the head and leaves: the free slot goes to "z", not to waste.
+        assert_eq!(q.pop(), Some(("z".into(), 3)));
+        assert!(q.capped().is_empty());
+        assert_eq!(q.sfq.paused, ["x"]);
+        // Resumed, "x" meets the full scope again and waits.
+        q.set_weight("x", 1.0);
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x"]);
+        q.finish(3);
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+    }
+
+    #[test]
+    fn deleting_a_held_back_tenants_head_job_brings_it_back() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 1..3, Some(Slot::fixed("a", 1)));
+        q.push("a", 3, None);
+        assert_eq!(q.pop(), Some(("a".into(), 1)));
+        assert_eq!(q.pop(), None); // job 2 finds the scope full: a is held back
+        assert_eq!(q.capped(), ["a"]);
+        assert!(q.delete(2));
+        assert!(q.capped().is_empty() && q.waiting("a").is_empty());
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // needs no slot
+    }
+
+    #[test]
+    fn a_held_back_tenant_whose_last_job_is_deleted_leaves_its_tier_and_scope() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 1..3, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("a".into(), 1)));
+        assert_eq!(q.pop(), None);
+        assert!(q.delete(2));
+        assert!(!q.delete(2));
+        assert!(q.capped().is_empty() && q.waiting("a").is_empty());
+        q.finish(1);
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn deleting_the_head_job_of_an_over_limit_tenant_brings_it_back_into_ready() {
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "a", 1..4, Some(Slot::elastic("a", 1)));
+        q.push("b", 10, None);
+        assert_eq!(q.pop(), Some(("a".into(), 1))); // a's next job has the same full scope: a goes over
+        assert_eq!(q.over(), ["a"]);
+        assert!(q.delete(2));
+        assert!(q.over().is_empty() && q.waiting("a").is_empty());
+        assert_eq!(q.pop(), Some(("b".into(), 10)));
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // held back again, then served past its limit
+    }
+
+    #[test]
+    fn a_tenant_woken_into_a_slot_its_own_jobs_lower_limit_denies_waits_on() {
+        // Two classes share an elastic key with limits 2 and 1: "a"'s job (limit 1) is woken by the
+        // release of "b"'s (limit 2), but one job still holds the key: "a" is not served past its limit
+        // while "b" is ready (the fetch script served it from `over` until the lockstep test found it).
+        let mut q = CappedSfq::new();
+        push_jobs(&mut q, "b", 1..3, Some(Slot::elastic("s", 2)));
+        q.push("a", 3, Some(Slot::elastic("s", 1)));
+        q.push("b", 4, None);
+        assert_eq!(q.pop(), Some(("b".into(), 1)));
+        assert_eq!(q.pop(), Some(("b".into(), 2))); // "a" met the key full for its limit of 1
+        assert_eq!(q.over(), ["a"]);
+        q.finish(1);
+        assert!(q.over().is_empty()); // woken: under the released job's limit of 2 there is room
+        assert_eq!(q.pop(), Some(("b".into(), 4)));
+        assert_eq!(q.over(), ["a"]);
+        assert_eq!(q.pop(), Some(("a".into(), 3))); // nobody ready: past its limit, as elastic caps go
+    }
+
+    #[test]
+    fn a_job_requeued_in_front_of_a_held_back_tenant_brings_it_back() {
+        let mut q = CappedSfq::new();
+        q.push("w", 1, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("w".into(), 1)));
+        q.push("x", 2, None);
+        q.push("x", 3, Some(Slot::fixed("a", 1)));
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x"]);
+        // Job 2 needs no slot: back in front, it is servable, and "x" with it.
+        q.requeue(2);
+        assert!(q.capped().is_empty());
+        assert_eq!(q.pop(), Some(("x".into(), 2)));
+        assert_eq!(q.pop(), None);
+        // Requeued, a job gives its slot back (waking "x"), and its idle tenant rejoins.
+        q.requeue(1);
+        q.requeue(1); // idempotent: no longer in flight
+        assert_eq!((q.running("a"), q.capped()), (0, vec![]));
+        assert_eq!(q.pop(), Some(("w".into(), 1))); // back at V = 1, before "x" at 2
+        assert_eq!(q.pop(), None);
+        assert_eq!(q.capped(), ["x"]);
+        q.finish(1);
+        assert_eq!(q.pop(), Some(("x".into(), 3)));
+    }
+}

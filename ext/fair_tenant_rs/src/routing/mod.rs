@@ -1,0 +1,5 @@
+pub mod keys;
+pub mod queues;
+pub mod router;
+pub mod rules;
+pub mod stats;

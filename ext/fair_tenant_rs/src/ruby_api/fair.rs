@@ -1,0 +1,102 @@
+//! `Sidekiq::FairTenant::Native::Fair`: the fair-queue rule's scripts and keys, for the Ruby push path
+//! and fetcher, which run the scripts on Sidekiq's own connections (so a job stays in the shard its
+//! client chose). Binding only: the rule and the key names are in [`crate::fair`].
+
+use magnus::{prelude::*, Error, RModule, RString, Ruby, Value};
+
+use crate::demo::ideal;
+use crate::fair;
+use crate::ruby_api::helpers::errors::argument_error;
+
+fn script(ruby: &Ruby, name: String) -> Result<&'static fair::FairScript, Error> {
+    fair::script(&name)
+        .ok_or_else(|| argument_error(ruby, format!("no fair-queue script named {name:?}")))
+}
+
+fn source(ruby: &Ruby, name: String) -> Result<RString, Error> {
+    Ok(ruby.str_new(script(ruby, name)?.source))
+}
+
+fn sha(ruby: &Ruby, name: String) -> Result<RString, Error> {
+    Ok(ruby.str_new(&script(ruby, name)?.sha))
+}
+
+fn check_weight(ruby: &Ruby, weight: f64) -> Result<f64, Error> {
+    fair::check_weight(weight).map_err(|e| argument_error(ruby, e))
+}
+
+fn parse_weight_field(ruby: &Ruby, field: String) -> Value {
+    let (tenant, queue) = fair::parse_weight_field(&field);
+    let out = ruby.ary_new_capa(2);
+    let _ = out.push(tenant);
+    let _ = out.push(queue);
+    out.as_value()
+}
+
+/// `[queue, tenant, job]` of an in-flight entry, or nil: queue and tenant as UTF-8 strings, the job with the
+/// bytes it was pushed with (binary), whatever the entry's encoding tag.
+fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
+    // SAFETY: the slice is copied into new Ruby strings before any Ruby code can run.
+    let bytes = unsafe { entry.as_slice() };
+    Ok(match fair::split_entry(bytes) {
+        Some((queue, tenant, job)) => {
+            let parts = [
+                ruby.enc_str_new(queue, ruby.utf8_encoding()),
+                ruby.enc_str_new(tenant, ruby.utf8_encoding()),
+                ruby.str_from_slice(job),
+            ];
+            ruby.ary_from_iter(parts).as_value()
+        }
+        None => ruby.qnil().as_value(),
+    })
+}
+
+/// `simulate([[tenant, arrival, duration], ...], threads)`: each job's start time, in the order given.
+fn simulate(ruby: &Ruby, jobs: Vec<(String, f64, f64)>, threads: usize) -> Result<Vec<f64>, Error> {
+    ideal::simulate(&jobs, threads).map_err(|e| argument_error(ruby, e))
+}
+
+pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
+    let module = native.define_module("Fair")?;
+    module.define_singleton_method("script_source", magnus::function!(source, 1))?;
+    module.define_singleton_method("script_sha", magnus::function!(sha, 1))?;
+    module.define_singleton_method("base", magnus::function!(|q: String| fair::base(&q), 1))?;
+    module.define_singleton_method("base_template", magnus::function!(fair::base_template, 0))?;
+    module.define_singleton_method("weights_key", magnus::function!(fair::weights_key, 0))?;
+    module.define_singleton_method(
+        "inflight_key",
+        magnus::function!(|identity: String| fair::inflight_key(&identity), 1),
+    )?;
+    module.define_singleton_method(
+        "weight_field",
+        magnus::function!(
+            |t: String, q: Option<String>| fair::weight_field(&t, q.as_deref()),
+            2
+        ),
+    )?;
+    module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.define_singleton_method("check_weight", magnus::function!(check_weight, 1))?;
+    module.define_singleton_method(
+        "parse_weight_field",
+        magnus::function!(parse_weight_field, 1),
+    )?;
+    module.define_singleton_method("registry_key", magnus::function!(fair::registry_key, 0))?;
+    module.define_singleton_method(
+        "recovery_lock_key",
+        magnus::function!(fair::recovery_lock_key, 0),
+    )?;
+    module.define_singleton_method(
+        "recovery_suspects_key",
+        magnus::function!(fair::recovery_suspects_key, 0),
+    )?;
+    module.const_set("RECOVERY_LAPSE_SECONDS", fair::RECOVERY_LAPSE_SECONDS)?;
+    module.define_singleton_method(
+        "recovered_key",
+        magnus::function!(|identity: String| fair::recovered_key(&identity), 1),
+    )?;
+    module.const_set("RECOVERED_KEEP_SECONDS", fair::RECOVERED_KEEP_SECONDS)?;
+    module.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
+    module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
+    module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
+    Ok(())
+}

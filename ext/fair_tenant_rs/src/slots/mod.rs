@@ -1,0 +1,834 @@
+//! Per-tenant concurrency slots: key naming and the calls behind acquire, release, the
+//! heartbeat, the sweep and runtime limits. Every decision is one Lua script, atomic.
+//!
+//! Keys of a scope (tag `t:<tenant>` with sub `q:<queue>`, or tag `k:<custom key>` with sub `k`),
+//! the tag length-prefixed so no tenant or key string can collide with another:
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:holders`  jid -> lease expiry (ms)
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:parked`   payload -> enqueue time (ms)
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:<sub>:waiting`  fair-queue tenants waiting for a slot
+//! - `sidekiq-fair_tenant:slots:<len>:<tag>:meta`           sub -> "default_limit lease_ms"
+//! - `sidekiq-fair_tenant:limits:<len>:<tag>`               '*' or sub -> runtime limit
+//! - `sidekiq-fair_tenant:slots:tags`, `sidekiq-fair_tenant:limits:index`: tags to sweep / list
+//!
+//! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
+
+pub mod concurrency;
+
+use std::sync::LazyLock;
+
+use redis::Script;
+
+use crate::error::Result;
+use crate::redis::pool::Pool;
+
+pub const PREFIX: &str = "sidekiq-fair_tenant";
+
+/// A slot script's source: the shared functions, then the script.
+macro_rules! slot_source {
+    ($file:literal) => {
+        concat!(include_str!("../lua/slots/common.lua"), include_str!($file))
+    };
+}
+
+/// The source of a slot script that also wakes fair-queue tenants waiting on a scope
+/// (`lua/fair/serve.lua`).
+macro_rules! slot_and_fair_source {
+    ($file:literal) => {
+        concat!(
+            include_str!("../lua/slots/common.lua"),
+            include_str!("../lua/fair/common.lua"),
+            include_str!("../lua/fair/serve.lua"),
+            include_str!($file)
+        )
+    };
+}
+
+// Run here, or on Sidekiq's own connection by Ruby ([`script`]).
+const ACQUIRE_SOURCE: &str = slot_source!("../lua/slots/acquire.lua");
+const RELEASE_SOURCE: &str = slot_and_fair_source!("../lua/slots/release.lua");
+const RENEW_SOURCE: &str = slot_source!("../lua/slots/renew.lua");
+const SWEEP_SOURCE: &str = slot_and_fair_source!("../lua/slots/sweep.lua");
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(ACQUIRE_SOURCE));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_SOURCE));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_SOURCE));
+static SWEEP: LazyLock<Script> = LazyLock::new(|| Script::new(SWEEP_SOURCE));
+static SET_LIMIT: LazyLock<Script> =
+    LazyLock::new(|| Script::new(slot_and_fair_source!("../lua/slots/set_limit.lua")));
+
+/// What `acquire` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acquired {
+    /// A free slot was taken: run the job.
+    Acquired,
+    /// The job already held its slot (handed over while parked, or acquired twice): run it.
+    Held,
+    /// No slot: the job is parked and will be pushed back to its queue when one frees.
+    Parked,
+}
+
+impl Acquired {
+    /// What `acquire.lua` returned: 0 acquired, 1 held, anything else parked.
+    pub fn from_code(code: i64) -> Acquired {
+        match code {
+            0 => Acquired::Acquired,
+            1 => Acquired::Held,
+            _ => Acquired::Parked,
+        }
+    }
+
+    /// The name Ruby sees (a Symbol): `acquired`, `held` or `parked`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Acquired::Acquired => "acquired",
+            Acquired::Held => "held",
+            Acquired::Parked => "parked",
+        }
+    }
+}
+
+/// The field of a tag's limits hash that applies to all its scopes.
+pub const ALL: &[u8] = b"*";
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    tag: Vec<u8>,
+    sub: Vec<u8>,
+}
+
+fn join(parts: &[&[u8]]) -> Vec<u8> {
+    parts.concat()
+}
+
+impl Scope {
+    /// The default scope: a tenant's jobs from one (original) queue.
+    pub fn tenant_queue(tenant: &[u8], queue: &[u8]) -> Scope {
+        Scope {
+            tag: tenant_tag(tenant),
+            sub: join(&[b"q:", queue]),
+        }
+    }
+
+    /// A scope named by the job class's key method (e.g. one customer's webhooks).
+    pub fn custom(key: &[u8]) -> Scope {
+        Scope {
+            tag: key_tag(key),
+            sub: b"k".to_vec(),
+        }
+    }
+
+    /// Rebuilds a scope from the `[tag, sub]` pair handed out to Ruby.
+    pub fn from_parts(tag: Vec<u8>, sub: Vec<u8>) -> Scope {
+        Scope { tag, sub }
+    }
+
+    pub fn tag(&self) -> &[u8] {
+        &self.tag
+    }
+
+    pub fn sub(&self) -> &[u8] {
+        &self.sub
+    }
+
+    pub fn holders(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, b":holders"])
+    }
+
+    pub fn parked(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, b":parked"])
+    }
+
+    /// Fair-queue tenants waiting for a slot of this scope (`lua/fair/serve.lua`).
+    pub fn waiting(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, b":waiting"])
+    }
+}
+
+pub fn tenant_tag(tenant: &[u8]) -> Vec<u8> {
+    join(&[b"t:", tenant])
+}
+
+pub fn key_tag(key: &[u8]) -> Vec<u8> {
+    join(&[b"k:", key])
+}
+
+/// Field of the limits hash for one queue of a tenant.
+pub fn queue_field(queue: &[u8]) -> Vec<u8> {
+    join(&[b"q:", queue])
+}
+
+fn base(tag: &[u8]) -> Vec<u8> {
+    join(&[
+        PREFIX.as_bytes(),
+        b":slots:",
+        tag.len().to_string().as_bytes(),
+        b":",
+        tag,
+        b":",
+    ])
+}
+
+fn meta(tag: &[u8]) -> Vec<u8> {
+    join(&[&base(tag), b"meta"])
+}
+
+pub fn limits_key(tag: &[u8]) -> Vec<u8> {
+    join(&[
+        PREFIX.as_bytes(),
+        b":limits:",
+        tag.len().to_string().as_bytes(),
+        b":",
+        tag,
+    ])
+}
+
+pub fn tags_key() -> String {
+    format!("{PREFIX}:slots:tags")
+}
+
+pub fn limits_index_key() -> String {
+    format!("{PREFIX}:limits:index")
+}
+
+/// Sidekiq stores `enqueued_at` in seconds (float) before 8.0 and in milliseconds since.
+pub fn enqueue_score_ms(enqueued_at: f64) -> f64 {
+    if enqueued_at > 1e11 {
+        enqueued_at
+    } else {
+        enqueued_at * 1000.0
+    }
+}
+
+/// One job asking for a slot.
+pub struct Request<'a> {
+    pub scope: &'a Scope,
+    pub jid: &'a [u8],
+    pub lease_ms: u64,
+    pub default_limit: u64,
+}
+
+/// A [`Request`] that owns its parts (built from copies of Ruby strings); [`Slot::request`] lends
+/// it to the scripts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slot {
+    pub scope: Scope,
+    pub jid: Vec<u8>,
+    pub lease_ms: u64,
+    pub default_limit: u64,
+}
+
+impl Slot {
+    pub fn request(&self) -> Request<'_> {
+        Request {
+            scope: &self.scope,
+            jid: &self.jid,
+            lease_ms: self.lease_ms,
+            default_limit: self.default_limit,
+        }
+    }
+}
+
+pub fn acquire(
+    pool: &Pool,
+    req: &Request<'_>,
+    payload: &[u8],
+    enqueued_at: f64,
+) -> Result<Acquired> {
+    let (keys, args) = acquire_call(req, payload, enqueued_at);
+    let code: i64 = pool.with(|c| invocation(&ACQUIRE, keys, args).invoke(c))?;
+    Ok(Acquired::from_code(code))
+}
+
+/// `(KEYS, ARGV)` of `acquire.lua` for one job asking for a slot, in the order of its contract.
+pub fn acquire_call(
+    req: &Request<'_>,
+    payload: &[u8],
+    enqueued_at: f64,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let s = req.scope;
+    let keys = vec![
+        s.holders(),
+        s.parked(),
+        limits_key(&s.tag),
+        meta(&s.tag),
+        tags_key().into_bytes(),
+    ];
+    let args = vec![
+        req.jid.to_vec(),
+        req.lease_ms.to_string().into_bytes(),
+        req.default_limit.to_string().into_bytes(),
+        s.sub.clone(),
+        s.tag.clone(),
+        payload.to_vec(),
+        enqueue_score_ms(enqueued_at).to_string().into_bytes(),
+    ];
+    (keys, args)
+}
+
+fn invocation(
+    script: &'static Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = script.prepare_invoke();
+    for key in keys {
+        inv.key(key);
+    }
+    for arg in args {
+        inv.arg(arg);
+    }
+    inv
+}
+
+/// Frees the job's slot; returns how many parked jobs were handed a slot.
+pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
+    let (keys, args) = release_call(req);
+    pool.with(|c| invocation(&RELEASE, keys, args).invoke(c))
+}
+
+/// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
+/// `acquire`, `release`, `renew` or `sweep`.
+pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
+    match name {
+        "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE)),
+        "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE)),
+        "renew" => Some((RENEW.get_hash(), RENEW_SOURCE)),
+        "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE)),
+        _ => None,
+    }
+}
+
+/// `(KEYS, ARGV)` of `release.lua` for one job's slot, in the order of its contract.
+pub fn release_call(req: &Request<'_>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let s = req.scope;
+    let keys = vec![s.holders(), s.parked(), limits_key(&s.tag), s.waiting()];
+    let args = vec![
+        req.jid.to_vec(),
+        req.lease_ms.to_string().into_bytes(),
+        req.default_limit.to_string().into_bytes(),
+        s.sub.clone(),
+    ];
+    (keys, args)
+}
+
+/// Extends the leases of running jobs: `(scope, jid, lease_ms)`. Returns how many were renewed.
+pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
+    if running.is_empty() {
+        return Ok(0);
+    }
+    let (keys, args) = renew_call(running);
+    pool.with(|c| invocation(&RENEW, keys, args).invoke(c))
+}
+
+/// `(KEYS, ARGV)` of `renew.lua`: each job's holders key, and its jid and lease (ms).
+pub fn renew_call(running: &[(Scope, Vec<u8>, u64)]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = running
+        .iter()
+        .map(|(scope, _, _)| scope.holders())
+        .collect();
+    let args = running
+        .iter()
+        .flat_map(|(_, jid, lease_ms)| [jid.clone(), lease_ms.to_string().into_bytes()])
+        .collect();
+    (keys, args)
+}
+
+/// What one sweep did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Parked jobs handed a slot.
+    pub handed: u64,
+    /// Expired leases (of killed workers) reclaimed.
+    pub reclaimed: u64,
+}
+
+/// Reclaims expired leases and hands freed slots to parked jobs, for every tag with parked
+/// jobs (at most `max_tags` of them per call).
+pub fn sweep(pool: &Pool, max_tags: usize) -> Result<Swept> {
+    let tags: Vec<Vec<u8>> = pool.with(|c| {
+        redis::cmd("SRANDMEMBER")
+            .arg(tags_key())
+            .arg(max_tags)
+            .query(c)
+    })?;
+    let mut swept = Swept::default();
+    for tag in tags {
+        let (keys, args) = sweep_call(&tag);
+        let (handed, reclaimed): (u64, u64) =
+            pool.with(|c| invocation(&SWEEP, keys, args).invoke(c))?;
+        swept.handed += handed;
+        swept.reclaimed += reclaimed;
+    }
+    Ok(swept)
+}
+
+/// `(KEYS, ARGV)` of `sweep.lua` for one tag of [`tags_key`] (which a sweep picks `SRANDMEMBER`).
+pub fn sweep_call(tag: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![limits_key(tag), meta(tag), tags_key().into_bytes()];
+    (keys, vec![base(tag), tag.to_vec()])
+}
+
+/// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
+/// parked jobs were handed a slot.
+pub fn set_limit(pool: &Pool, tag: &[u8], field: &[u8], value: Option<u64>) -> Result<u64> {
+    let inv = set_limit_call(tag, field, value);
+    pool.with(|c| inv.invoke(c))
+}
+
+/// The `set_limit.lua` call behind [`set_limit`], for any connection.
+pub(crate) fn set_limit_call(
+    tag: &[u8],
+    field: &[u8],
+    value: Option<u64>,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = SET_LIMIT.prepare_invoke();
+    inv.key(limits_key(tag))
+        .key(meta(tag))
+        .key(limits_index_key())
+        .arg(field)
+        .arg(value.map(|v| v.to_string()).unwrap_or_default())
+        .arg(base(tag))
+        .arg(tag);
+    inv
+}
+
+pub fn get_limit(pool: &Pool, tag: &[u8], field: &[u8]) -> Result<Option<u64>> {
+    pool.with(|c| redis::cmd("HGET").arg(limits_key(tag)).arg(field).query(c))
+}
+
+/// One runtime limit as stored: `(tag, field, limit)`.
+pub type LimitEntry = (Vec<u8>, Vec<u8>, u64);
+
+/// Every runtime limit, with what it applies to.
+pub fn list_limits(pool: &Pool) -> Result<Vec<(LimitTarget, u64)>> {
+    let tags: Vec<Vec<u8>> =
+        pool.with(|c| redis::cmd("SMEMBERS").arg(limits_index_key()).query(c))?;
+    let mut out = Vec::new();
+    for tag in tags {
+        let fields: Vec<(Vec<u8>, u64)> =
+            pool.with(|c| redis::cmd("HGETALL").arg(limits_key(&tag)).query(c))?;
+        out.extend(fields.into_iter().map(|(f, v)| (tag.clone(), f, v)));
+    }
+    Ok(limit_targets(out))
+}
+
+/// Stored limits in (tag, field) order, as targets; an entry this gem could not have written is
+/// left out.
+pub fn limit_targets(mut entries: Vec<LimitEntry>) -> Vec<(LimitTarget, u64)> {
+    entries.sort();
+    entries
+        .into_iter()
+        .filter_map(|(tag, field, limit)| Some((limit_target(&tag, &field)?, limit)))
+        .collect()
+}
+
+/// The `(tag, field)` of the limits entry for a tenant (on every queue, or on `queue`) or for a
+/// custom concurrency key; `None` unless exactly one of `tenant` and `key` is given, and `queue`
+/// only with `tenant`.
+pub fn limit_entry(
+    tenant: Option<&[u8]>,
+    queue: Option<&[u8]>,
+    key: Option<&[u8]>,
+) -> Option<(Vec<u8>, Vec<u8>)> {
+    match (tenant, queue, key) {
+        (Some(tenant), queue, None) => Some((
+            tenant_tag(tenant),
+            queue.map_or_else(|| ALL.to_vec(), queue_field),
+        )),
+        (None, None, Some(key)) => Some((key_tag(key), ALL.to_vec())),
+        _ => None,
+    }
+}
+
+/// What a limits entry applies to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LimitTarget {
+    /// A tenant, on every queue (`None`) or one queue.
+    Tenant(Vec<u8>, Option<Vec<u8>>),
+    /// A custom concurrency key.
+    Key(Vec<u8>),
+}
+
+/// Reads back what `tenant_tag`/`key_tag` and `queue_field` wrote.
+pub fn limit_target(tag: &[u8], field: &[u8]) -> Option<LimitTarget> {
+    let queue = if field == ALL {
+        None
+    } else {
+        Some(field.strip_prefix(b"q:")?.to_vec())
+    };
+    if let Some(tenant) = tag.strip_prefix(b"t:") {
+        Some(LimitTarget::Tenant(tenant.to_vec(), queue))
+    } else {
+        let key = tag.strip_prefix(b"k:")?;
+        queue.is_none().then(|| LimitTarget::Key(key.to_vec()))
+    }
+}
+
+/// A scope's holders (jid, lease expiry ms) and how many jobs it has parked.
+pub struct ScopeState {
+    pub holders: Vec<(Vec<u8>, u64)>,
+    pub parked: u64,
+}
+
+pub fn inspect(pool: &Pool, scope: &Scope) -> Result<ScopeState> {
+    pool.with(|c| {
+        let holders: Vec<(Vec<u8>, u64)> = redis::cmd("ZRANGE")
+            .arg(scope.holders())
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(c)?;
+        let parked: u64 = redis::cmd("ZCARD").arg(scope.parked()).query(c)?;
+        Ok(ScopeState { holders, parked })
+    })
+}
+
+/// Everything the Web tab shows about one scope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeDetails {
+    pub holders: Vec<(Vec<u8>, u64)>,
+    pub parked: u64,
+    /// Enqueue time (ms) of the oldest parked job.
+    pub oldest_parked_ms: Option<f64>,
+    /// The runtime override in force (the scope's own, else the tag-wide one).
+    pub limit_override: Option<u64>,
+    /// The class's limit, as recorded when a job of the scope last parked.
+    pub default_limit: Option<u64>,
+}
+
+impl ScopeDetails {
+    /// Override, else the recorded default; `None` when neither is known.
+    pub fn effective_limit(&self) -> Option<u64> {
+        self.limit_override.or(self.default_limit)
+    }
+}
+
+pub fn details(pool: &Pool, scope: &Scope) -> Result<ScopeDetails> {
+    let (holders, parked, oldest, limits, meta_value): ScopeReply = pool.with(|c| {
+        redis::pipe()
+            .cmd("ZRANGE")
+            .arg(scope.holders())
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .cmd("ZCARD")
+            .arg(scope.parked())
+            .cmd("ZRANGE")
+            .arg(scope.parked())
+            .arg(0)
+            .arg(0)
+            .arg("WITHSCORES")
+            .cmd("HMGET")
+            .arg(limits_key(&scope.tag))
+            .arg(&scope.sub)
+            .arg(ALL)
+            .cmd("HGET")
+            .arg(meta(&scope.tag))
+            .arg(&scope.sub)
+            .query(c)
+    })?;
+    Ok(ScopeDetails {
+        holders,
+        parked,
+        oldest_parked_ms: oldest.first().map(|(_, s)| *s),
+        limit_override: limits.into_iter().flatten().next(),
+        default_limit: meta_value.as_deref().and_then(meta_default),
+    })
+}
+
+type ScopeReply = (
+    Vec<(Vec<u8>, u64)>,
+    u64,
+    Vec<(Vec<u8>, f64)>,
+    Vec<Option<u64>>,
+    Option<String>,
+);
+
+/// The default limit of a meta entry ("default_limit lease_ms").
+fn meta_default(value: &str) -> Option<u64> {
+    value.split(' ').next()?.parse().ok()
+}
+
+/// Scopes worth showing: every scope with parked jobs, then scopes with running jobs found by
+/// a bounded SCAN, at most `max` in all.
+pub fn scopes(pool: &Pool, max: usize) -> Result<Vec<Scope>> {
+    let mut out: Vec<Scope> = Vec::new();
+    let tags: Vec<Vec<u8>> = pool.with(|c| redis::cmd("SMEMBERS").arg(tags_key()).query(c))?;
+    for tag in tags {
+        let subs: Vec<Vec<u8>> = pool.with(|c| redis::cmd("HKEYS").arg(meta(&tag)).query(c))?;
+        out.extend(
+            subs.into_iter()
+                .map(|sub| Scope::from_parts(tag.clone(), sub)),
+        );
+    }
+    let pattern = format!("{PREFIX}:slots:*:holders");
+    let mut cursor: u64 = 0;
+    for _ in 0..100 {
+        let (next, keys): (u64, Vec<Vec<u8>>) = pool.with(|c| {
+            redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(&pattern)
+                .arg("COUNT")
+                .arg(1000)
+                .query(c)
+        })?;
+        out.extend(keys.iter().filter_map(|k| scope_of_holders_key(k)));
+        cursor = next;
+        if cursor == 0 || out.len() >= max {
+            break;
+        }
+    }
+    out.sort_by(|a, b| (&a.tag, &a.sub).cmp(&(&b.tag, &b.sub)));
+    out.dedup();
+    out.truncate(max);
+    Ok(out)
+}
+
+/// Reads the scope back out of a holders key (the tag is length-prefixed).
+pub fn scope_of_holders_key(key: &[u8]) -> Option<Scope> {
+    let rest = key.strip_prefix(format!("{PREFIX}:slots:").as_bytes())?;
+    let colon = rest.iter().position(|&c| c == b':')?;
+    let len: usize = std::str::from_utf8(&rest[..colon]).ok()?.parse().ok()?;
+    let rest = &rest[colon + 1..];
+    let tag = rest.get(..len)?;
+    let sub = rest
+        .get(len..)?
+        .strip_prefix(b":")?
+        .strip_suffix(b":holders")?;
+    Some(Scope::from_parts(tag.to_vec(), sub.to_vec()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_call_follows_the_scripts_contract() {
+        let scope = Scope::tenant_queue(b"acme", b"default");
+        let slot = Slot {
+            scope: scope.clone(),
+            jid: b"j1".to_vec(),
+            lease_ms: 60_000,
+            default_limit: 3,
+        };
+        let (keys, args) = release_call(&slot.request());
+        let limits = limits_key(scope.tag());
+        assert_eq!(
+            keys,
+            [scope.holders(), scope.parked(), limits, scope.waiting()]
+        );
+        let expected: [&[u8]; 4] = [b"j1", b"60000", b"3", b"q:default"];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+        for (name, file) in [
+            ("release", include_str!("../lua/slots/release.lua")),
+            ("acquire", include_str!("../lua/slots/acquire.lua")),
+        ] {
+            let (sha, source) = script(name).unwrap();
+            assert_eq!(sha, Script::new(source).get_hash());
+            assert!(source.ends_with(file));
+        }
+        assert!(script("set_limit").is_none());
+    }
+
+    #[test]
+    fn renew_and_sweep_calls_follow_the_scripts_contracts() {
+        let (a, b) = (Scope::tenant_queue(b"a", b"q"), Scope::custom(b"x"));
+        let running = [
+            (a.clone(), b"j1".to_vec(), 900),
+            (b.clone(), b"j2".to_vec(), 60_000),
+        ];
+        let (keys, args) = renew_call(&running);
+        assert_eq!(keys, [a.holders(), b.holders()]);
+        let expected: [&[u8]; 4] = [b"j1", b"900", b"j2", b"60000"];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+
+        let (keys, args) = sweep_call(b"t:a");
+        let expected_keys = [limits_key(b"t:a"), meta(b"t:a"), tags_key().into_bytes()];
+        assert_eq!(keys, expected_keys);
+        assert_eq!(
+            args,
+            [
+                b"sidekiq-fair_tenant:slots:3:t:a:".to_vec(),
+                b"t:a".to_vec()
+            ]
+        );
+        for (name, file) in [
+            ("renew", include_str!("../lua/slots/renew.lua")),
+            ("sweep", include_str!("../lua/slots/sweep.lua")),
+        ] {
+            assert!(script(name).unwrap().1.ends_with(file));
+        }
+    }
+
+    #[test]
+    fn acquire_call_follows_the_scripts_contract() {
+        let scope = Scope::custom(b"customer-42");
+        let slot = Slot {
+            scope: scope.clone(),
+            jid: b"j2".to_vec(),
+            lease_ms: 5_000,
+            default_limit: 2,
+        };
+        let (keys, args) = acquire_call(&slot.request(), b"{}", 1_700_000_000.5);
+        let tag = scope.tag();
+        let expected_keys = [
+            scope.holders(),
+            scope.parked(),
+            limits_key(tag),
+            meta(tag),
+            tags_key().into_bytes(),
+        ];
+        assert_eq!(keys, expected_keys);
+        let expected: [&[u8]; 7] = [
+            b"j2",
+            b"5000",
+            b"2",
+            b"k",
+            b"k:customer-42",
+            b"{}",
+            b"1700000000500",
+        ];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+        assert_eq!(Acquired::from_code(0), Acquired::Acquired);
+        assert_eq!(Acquired::from_code(1), Acquired::Held);
+        assert_eq!(Acquired::from_code(2), Acquired::Parked);
+    }
+
+    #[test]
+    fn names_keys_with_length_prefixed_tags() {
+        let s = Scope::tenant_queue(b"acme", b"default");
+        assert_eq!(
+            s.holders(),
+            b"sidekiq-fair_tenant:slots:6:t:acme:q:default:holders".to_vec()
+        );
+        assert_eq!(
+            s.parked(),
+            b"sidekiq-fair_tenant:slots:6:t:acme:q:default:parked".to_vec()
+        );
+        assert_eq!(
+            limits_key(s.tag()),
+            b"sidekiq-fair_tenant:limits:6:t:acme".to_vec()
+        );
+        assert_eq!(
+            meta(s.tag()),
+            b"sidekiq-fair_tenant:slots:6:t:acme:meta".to_vec()
+        );
+    }
+
+    #[test]
+    fn tenants_and_custom_keys_never_share_keys() {
+        let tenant = Scope::tenant_queue(b"x", b"k");
+        let custom = Scope::custom(b"x");
+        assert_ne!(tenant.holders(), custom.holders());
+        assert_ne!(limits_key(tenant.tag()), limits_key(custom.tag()));
+        // A tenant name that looks like another tenant's key suffix stays distinct.
+        let a = Scope::tenant_queue(b"a:q:b", b"c");
+        let b = Scope::tenant_queue(b"a", b"b:q:c");
+        assert_ne!(a.holders(), b.holders());
+    }
+
+    #[test]
+    fn limit_targets_round_trip() {
+        assert_eq!(
+            limit_target(&tenant_tag(b"acme"), ALL),
+            Some(LimitTarget::Tenant(b"acme".to_vec(), None))
+        );
+        assert_eq!(
+            limit_target(&tenant_tag(b"acme"), &queue_field(b"default")),
+            Some(LimitTarget::Tenant(
+                b"acme".to_vec(),
+                Some(b"default".to_vec())
+            ))
+        );
+        assert_eq!(
+            limit_target(&key_tag(b"c-1"), ALL),
+            Some(LimitTarget::Key(b"c-1".to_vec()))
+        );
+        assert_eq!(limit_target(b"junk", ALL), None);
+    }
+
+    #[test]
+    fn limit_entries_name_a_tenant_a_tenants_queue_or_a_key() {
+        assert_eq!(
+            limit_entry(Some(b"acme"), None, None),
+            Some((tenant_tag(b"acme"), ALL.to_vec()))
+        );
+        assert_eq!(
+            limit_entry(Some(b"acme"), Some(b"default"), None),
+            Some((tenant_tag(b"acme"), queue_field(b"default")))
+        );
+        assert_eq!(
+            limit_entry(None, None, Some(b"c-1")),
+            Some((key_tag(b"c-1"), ALL.to_vec()))
+        );
+        assert_eq!(limit_entry(Some(b"acme"), None, Some(b"c-1")), None);
+        assert_eq!(limit_entry(None, Some(b"default"), Some(b"c-1")), None);
+        assert_eq!(limit_entry(None, Some(b"default"), None), None);
+        assert_eq!(limit_entry(None, None, None), None);
+    }
+
+    #[test]
+    fn stored_limits_list_sorted_as_targets_without_foreign_entries() {
+        let entries = vec![
+            (key_tag(b"c-1"), ALL.to_vec(), 2),
+            (b"junk".to_vec(), ALL.to_vec(), 9),
+            (tenant_tag(b"acme"), queue_field(b"default"), 5),
+            (tenant_tag(b"acme"), ALL.to_vec(), 3),
+        ];
+        assert_eq!(
+            limit_targets(entries),
+            vec![
+                (LimitTarget::Key(b"c-1".to_vec()), 2),
+                (LimitTarget::Tenant(b"acme".to_vec(), None), 3),
+                (
+                    LimitTarget::Tenant(b"acme".to_vec(), Some(b"default".to_vec())),
+                    5
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn acquire_outcomes_have_ruby_names_and_slots_lend_requests() {
+        let names = [Acquired::Acquired, Acquired::Held, Acquired::Parked].map(Acquired::name);
+        assert_eq!(names, ["acquired", "held", "parked"]);
+        let slot = Slot {
+            scope: Scope::tenant_queue(b"acme", b"default"),
+            jid: b"j1".to_vec(),
+            lease_ms: 60_000,
+            default_limit: 2,
+        };
+        let req = slot.request();
+        assert_eq!(
+            (req.scope, req.jid, req.lease_ms, req.default_limit),
+            (&slot.scope, &b"j1"[..], 60_000, 2)
+        );
+    }
+
+    #[test]
+    fn holders_keys_parse_back_into_their_scope() {
+        for scope in [
+            Scope::tenant_queue(b"acme", b"default"),
+            Scope::tenant_queue(b"a:q:b", b"c:holders"),
+            Scope::custom(b"customer-42"),
+        ] {
+            assert_eq!(scope_of_holders_key(&scope.holders()), Some(scope.clone()));
+        }
+        assert_eq!(
+            scope_of_holders_key(b"sidekiq-fair_tenant:slots:tags"),
+            None
+        );
+        assert_eq!(
+            scope_of_holders_key(b"sidekiq-fair_tenant:slots:99:t:x:holders"),
+            None
+        );
+        assert_eq!(meta_default("5 60000"), Some(5));
+        assert_eq!(meta_default("junk"), None);
+    }
+
+    #[test]
+    fn normalises_enqueued_at_to_milliseconds() {
+        assert_eq!(enqueue_score_ms(1_700_000_000.5), 1_700_000_000_500.0);
+        assert_eq!(enqueue_score_ms(1_700_000_000_500.0), 1_700_000_000_500.0);
+    }
+}
