@@ -22,6 +22,10 @@ server = RedisServer.new.start
 ENV["REDIS_URL"] = server.url
 require "sidekiq"
 require "sidekiq/fair_tenant"
+unless Sidekiq::FairTenant::Native::Client.method_defined?(:noop_eval)
+  abort "bin/bench: this extension was built without the cargo feature `bench` (Client#noop_eval, " \
+        "Router#route_args): run `bundle exec rake compile` in this checkout, which turns it on"
+end
 Sidekiq.logger.level = Logger::WARN
 Sidekiq.configure_client { |c| c.redis = { url: server.url, size: 10 } }
 Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }

@@ -25,7 +25,7 @@ module Demo
     # The ideal schedule of a run: each record's start time when start-time fair queueing (one job, one unit;
     # weights 1) runs the same jobs, arriving at their enqueue times and lasting what they lasted (finish -
     # start), on `threads` non-preemptive threads, never idle while a job waits. Simulated by the extension
-    # (Native::Fair.simulate, ext/fair_tenant_rs/src/ideal.rs), which the caller has loaded. Returns copies of
+    # (Native::Fair.simulate, ext/fair_tenant_rs/src/demo/ideal.rs), which the caller has loaded. Returns copies of
     # the records with "started_at" and "finished_at" replaced by the simulated ones. fifo: all jobs as one
     # tenant's, first in first out (plain Sidekiq without its overhead).
     def ideal(records, threads, fifo: false)

@@ -95,6 +95,10 @@ ENV["FAIR_TENANT_DEMO_SLOT_LIMIT"] = options[:slot_limit].to_s
 ENV["FAIR_TENANT_DEMO_CAP_LIMIT"] = options[:cap_limit].to_s
 require "sidekiq"
 require "sidekiq/fair_tenant"
+unless Sidekiq::FairTenant::Native::Fair.respond_to?(:simulate)
+  abort "bin/demo: this extension was built without the cargo feature `bench` (the demo's simulator, " \
+        "Native::Fair.simulate): run `bundle exec rake compile` in this checkout, which turns it on"
+end
 require_relative "app"
 Sidekiq.logger.level = Logger::WARN
 Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)

@@ -2,10 +2,21 @@
 
 require "rubygems/package_task"
 require_relative "native_gem"
+require_relative "native_libraries"
 
 # Share the workspace's target/ with plain cargo commands so rebuilds are incremental; extconf.rb keeps a
 # CARGO_TARGET_DIR it was given instead of deleting it after `make install`.
 ENV["CARGO_TARGET_DIR"] = File.expand_path("../target", __dir__) if ENV.fetch("CARGO_TARGET_DIR", "").empty?
+
+require_relative "cargo_features"
+
+# A checkout's library also carries what bin/demo and bin/bench call (the cargo feature `bench`); the gems' do
+# not: `gem install` builds without it, and so does `rake native gem`.
+if Rake.application.top_level_tasks.any? { |task| task.start_with?("native") }
+  CargoFeatures.use("")
+else
+  CargoFeatures.use(ENV.fetch("RB_SYS_CARGO_FEATURES", "").empty? ? "bench" : ENV.fetch("RB_SYS_CARGO_FEATURES"))
+end
 
 gemspec = Gem::Specification.load(File.expand_path("../sidekiq-fair_tenant-rs.gemspec", __dir__))
 lib_dir = "lib/sidekiq/fair_tenant/#{RUBY_VERSION[/\A\d+\.\d+/]}"
@@ -26,7 +37,16 @@ NativeGemExtensionTask.new("fair_tenant_rs", gemspec) do |ext|
   # The platform gem carries the compiled library, not what compiling it takes.
   ext.native_gem do |spec|
     spec.files.reject! { |path| path.start_with?("ext/") || path.match?(/\ACargo\.(toml|lock)\z/) }
+    NativeLibraries.adjust(spec) # `rake native:all`: the other Rubies' libraries too
   end
+end
+
+# rake-compiler rebuilds the library (and the Makefile) when a source changes; a changed feature set is one.
+dlext = RbConfig::CONFIG["DLEXT"]
+Rake::Task.tasks.each do |task|
+  next unless task.is_a?(Rake::FileTask) && task.name.start_with?("tmp/")
+
+  task.enhance([CargoFeatures::STAMP]) if task.name.end_with?("/Makefile", "/fair_tenant_rs.#{dlext}")
 end
 
 # `rake gem`: the source gem, pkg/sidekiq-fair_tenant-rs-<version>.gem; with `native` first, the platform gem too.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Run by `rake package:native_smoke` inside a brand-new Debian 12 root (../shared/fresh-machine-check with
-# FRESH_NO_RUST=1), from the clone of the project: installs what an application's machine has (Debian's Ruby and
-# Sidekiq, redis-server; no Rust, no C compiler, no make, no libclang, no Ruby headers), then the platform gem
-# given as $1 with RubyGems, and runs rakelib/package_smoke.rb against it (require the gem, re-route a job).
+# Run inside a brand-new Debian root without Rust (../shared/fresh-machine-check with FRESH_NO_RUST=1: Debian 12 by
+# `rake package:native_smoke` and .ci/platform-gem, forky by .ci/platform-gem), from the clone of the project:
+# installs what an application's machine has (Debian's Ruby and Sidekiq, redis-server; no Rust, no C compiler, no
+# make, no libclang, no Ruby headers), then the platform gem given as $1 with RubyGems, and runs
+# rakelib/package_smoke.rb against it (require the gem, re-route a job, fair-fetch one with a `sidekiq` process).
 set -euo pipefail
 gem_file=$1
 
@@ -37,5 +38,6 @@ if grep -q "Building native extensions" <<<"$out"; then
 fi
 
 echo "==> ruby rakelib/package_smoke.rb"
-SMOKE_GEM_HOME=$(ruby -e 'print Gem.dir') SMOKE_PLATFORM=$(ruby -e 'print Gem::Platform.local') \
-  ruby rakelib/package_smoke.rb
+# The gem's own platform (x86_64-linux), which forky's RubyGems calls x86_64-linux-gnu on this machine.
+platform=$(ruby -rrubygems/package -e 'print Gem::Package.new(ARGV[0]).spec.platform' "$gem_file")
+SMOKE_GEM_HOME=$(ruby -e 'print Gem.dir') SMOKE_PLATFORM=$platform ruby rakelib/package_smoke.rb

@@ -32,7 +32,7 @@ module PackageSmoke
   # A build from source with no CARGO_TARGET_DIR: the extension's own target dir must be gone afterwards.
   # --install-dir ignores the system gems, so dependencies (sidekiq) are left to GEM_PATH at load time.
   def install(gem_file)
-    env = { "CARGO_TARGET_DIR" => nil, "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path }
+    env = { "CARGO_TARGET_DIR" => nil, "RB_SYS_CARGO_FEATURES" => nil, "GEM_HOME" => GEM_HOME, "GEM_PATH" => gem_path }
     run(env, "gem", "install", "--local", "--install-dir", GEM_HOME, "--no-document",
         "--ignore-dependencies", gem_file)
   end
@@ -84,23 +84,38 @@ module PackageSmoke
 end
 
 namespace :package do
-  desc "Build the source gem, install it (compiling) into tmp/, check its size, require it and enqueue a job; " \
-       "then the same with the platform gem (rake native gem), which must install without compiling"
-  task :smoke do
-    rm_rf "pkg" # a pkg/ left by an older file list makes the gem tasks copy from stale directories
+  # A pkg/ left by an older file list makes the gem tasks copy from stale directories; pkg/native/ holds the
+  # libraries bin/build-native wrote.
+  task :clean_pkg do
+    rm_rf Dir["pkg/*"] - ["pkg/native"]
+  end
+
+  desc "Build the source gem, install it (compiling) into tmp/, check its size, require it, re-route a job and " \
+       "fair-fetch one; then the same with the platform gem (rake native gem), which must install without compiling"
+  task smoke: :clean_pkg do
     spec, gem_file = PackageSmoke.build
     PackageSmoke.install(gem_file)
     PackageSmoke.check_installed(spec)
     PackageSmoke.load_and_enqueue
 
+    CargoFeatures.use("")
     %w[native gem].each { |name| Rake::Task[name].invoke }
     NativeSmoke.check_contents(NativeSmoke.gem_file)
     NativeSmoke.install_here(NativeSmoke.gem_file)
     PackageSmoke.load_and_enqueue(NativeSmoke::GEM_HOME, NativeSmoke.platform)
   end
 
+  desc "Build the platform gem for every Ruby of #{NativeLibraries::RUBIES.join(", ")} (rake native:all gem: " \
+       "the others' libraries from $#{NativeLibraries::DIR_ENV}), check each library and its glibc, install it " \
+       "into tmp/ without compiling, and re-route and fair-fetch a job with this Ruby"
+  task native_all: %w[clean_pkg native:all gem] do
+    NativeSmoke.check_contents(NativeSmoke.gem_file, NativeLibraries::RUBIES)
+    NativeSmoke.install_here(NativeSmoke.gem_file)
+    PackageSmoke.load_and_enqueue(NativeSmoke::GEM_HOME, NativeSmoke.platform)
+  end
+
   desc "Build the platform gem, install it on a brand-new Debian 12 root with Debian's Ruby and Sidekiq but " \
-       "no Rust, compiler or libclang, require it and re-route a job (several minutes; not in bin/test)"
+       "no Rust, compiler or libclang, require it, re-route and fair-fetch a job (several minutes; not in bin/test)"
   task native_smoke: %w[native gem] do
     NativeSmoke.check_contents(NativeSmoke.gem_file)
     NativeSmoke.fresh_machine(NativeSmoke.gem_file)

@@ -18,6 +18,7 @@ if defined?(RbSys)
   puts "sidekiq-fair_tenant-rs: building with rb_sys #{Gem.loaded_specs["rb_sys"]&.version} (create_rust_makefile)"
   create_rust_makefile("sidekiq/fair_tenant/fair_tenant_rs") do |r|
     r.profile = ENV.fetch("RB_SYS_CARGO_PROFILE", :release).to_sym
+    r.features = ENV.fetch("RB_SYS_CARGO_FEATURES", "").split(",") # rakelib/compile.rake: `bench` in a checkout
     r.clean_after_install = true # no cargo build output left in the installed gem: the whole target/ goes
     r.rubygems_clean_dirs = ["./target", "./cargo-vendor"]
     r.auto_install_rust_toolchain = false # a missing cargo is an error that says so, not a download
@@ -64,7 +65,9 @@ File.write("Makefile", <<~MAKEFILE)
   CARGO = #{find_cargo}
   CARGO_MANIFEST = #{manifest}
   CARGO_TARGET_DIR = #{target_dir}
-  CARGO_FLAGS = --release #{locked} --manifest-path "$(CARGO_MANIFEST)" -p #{crate_name}
+  # Cargo features, comma-separated, read when make runs (rb_sys reads the same variable).
+  RB_SYS_CARGO_FEATURES ?=
+  CARGO_FLAGS = --release #{locked} --manifest-path "$(CARGO_MANIFEST)" -p #{crate_name} $(if $(RB_SYS_CARGO_FEATURES),--features "$(RB_SYS_CARGO_FEATURES)")
   CARGO_ARTIFACT = $(CARGO_TARGET_DIR)/release/#{cargo_artifact(crate_name)}
   DLLIB = #{crate_name}.#{dlext}
   DESTDIR =

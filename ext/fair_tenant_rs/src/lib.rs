@@ -21,6 +21,7 @@
 //!   feature `bench`, as are the bench hooks (`Client#noop_eval`, `Router#route_args`).
 
 pub mod build_info;
+#[cfg(any(test, feature = "bench"))]
 pub mod demo;
 pub mod error;
 pub mod fair;

@@ -1,5 +1,6 @@
 //! No import circles: every source file is a module, and a `crate::` (or `super::`) path in its code
 //! (comments left out) is an edge to the longest module that path names. The graph must have no cycle.
+//! And only the bindings (`ruby_api/`, and the crate root that calls them) know Ruby.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -88,10 +89,16 @@ fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
         .find_map(|node| visit(node, graph, &mut Vec::new(), &mut done))
 }
 
-fn graph(depth: Option<usize>) -> BTreeMap<String, BTreeSet<String>> {
+/// Every source file's module path (`fair::caps`; the crate root is `""`) and its text.
+fn sources() -> BTreeMap<String, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut files = BTreeMap::new();
     collect(&root, &root, &mut files);
+    files
+}
+
+fn graph(depth: Option<usize>) -> BTreeMap<String, BTreeSet<String>> {
+    let files = sources();
     let cut = |m: &str| match depth {
         Some(d) => m.split("::").take(d).collect::<Vec<_>>().join("::"),
         None => m.to_string(),
@@ -148,4 +155,24 @@ fn finds_a_circle_when_there_is_one() {
     );
     let code = "use super::z::W;\n    // crate::commented\nuse crate::a::{b, c};";
     assert_eq!(paths("x::y", code), ["x::z::W", "a"]);
+}
+
+#[test]
+fn only_the_bindings_know_ruby() {
+    let files = sources();
+    assert!(
+        files.contains_key("ruby_api::client"),
+        "no bindings found: {:?}",
+        files.keys()
+    );
+    let knowing: Vec<&String> = files
+        .iter()
+        .filter(|(module, _)| !module.is_empty() && !module.starts_with("ruby_api"))
+        .filter(|(_, code)| code.contains("magnus") || code.contains("crate::ruby_api"))
+        .map(|(module, _)| module)
+        .collect();
+    assert!(
+        knowing.is_empty(),
+        "plain modules that name magnus or the bindings: {knowing:?}"
+    );
 }

@@ -607,7 +607,7 @@ impl<'a> Lockstep<'a> {
         self.compare()
     }
 
-    /// `fair_ack.lua` for a process's entries: ack, requeue, or recover (`dead` of them to the dead set).
+    /// `lua/fair/ack.lua` for a process's entries: ack, requeue, or recover (`dead` of them to the dead set).
     fn finish_call(
         &mut self,
         p: usize,

@@ -15,6 +15,7 @@
 //! Concurrency caps inside fair queues (`lua/fair/serve.lua`) are modelled on top of it in
 //! [`crate::fair::caps`].
 
+#[cfg(test)]
 pub mod caps;
 #[cfg(test)]
 mod lockstep;

@@ -11,7 +11,6 @@ use crate::routing::rules::RuleSet;
 
 static ROUTE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../lua/routing/route.lua")));
-static NOOP: LazyLock<Script> = LazyLock::new(|| Script::new("return 0"));
 
 /// Tenants kept in a class's index; mirrored in `lua/routing/route.lua`.
 pub const INDEX_CAP: usize = 10_000;
@@ -133,13 +132,6 @@ pub fn decode_times(value: &[u8]) -> Vec<f64> {
 /// The SHA1 of the route script, for stats and tests.
 pub fn script_sha() -> String {
     ROUTE.get_hash().to_string()
-}
-
-/// One EVALSHA of a script that does nothing, on the same pool: the floor `bin/bench`
-/// compares routing against.
-pub fn noop(pool: &Pool, key: &[u8]) -> Result<()> {
-    let _: i64 = pool.with(|c| NOOP.key(key).invoke(c))?;
-    Ok(())
 }
 
 #[cfg(test)]

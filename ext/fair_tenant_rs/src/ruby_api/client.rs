@@ -8,8 +8,7 @@ use std::sync::Arc;
 use magnus::gc::Marker;
 use magnus::typed_data::Obj;
 use magnus::{
-    prelude::*, DataTypeFunctions, Error, RHash, RModule, RString, Ruby, TryConvert, TypedData,
-    Value,
+    prelude::*, DataTypeFunctions, Error, RHash, RModule, Ruby, TryConvert, TypedData, Value,
 };
 
 use crate::handle::Handle;
@@ -18,8 +17,7 @@ use crate::redis::sentinel::SentinelConfig;
 use crate::redis::server::{ServerFields, ServerSettings};
 use crate::redis::tls::TlsOptions;
 use crate::routing::keys::KeyFormat;
-use crate::routing::router;
-use crate::ruby_api::helpers::convert::{bytes, seconds};
+use crate::ruby_api::helpers::convert::seconds;
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::ruby_api::helpers::memo::Memo;
@@ -174,12 +172,6 @@ impl RbClient {
         Ok(h)
     }
 
-    /// One EVALSHA of a script that does nothing: the floor `bin/bench` compares routing against.
-    fn noop_eval(&self, key: RString) -> Result<(), Error> {
-        let key = bytes(key);
-        without_gvl(|| router::noop(&self.handle.pool, &key))?.map_err(to_ruby)
-    }
-
     /// Whether the enqueue script's keys share a Redis Cluster slot with this `enqueues_key`.
     fn cluster_safe(&self) -> bool {
         self.handle.keys.cluster_safe()
@@ -227,7 +219,6 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_method("ping", magnus::method!(RbClient::ping, 0))?;
     class.define_method("server", magnus::method!(RbClient::server, 0))?;
     class.define_method("pool_stats", magnus::method!(RbClient::pool_stats, 0))?;
-    class.define_method("noop_eval", magnus::method!(RbClient::noop_eval, 1))?;
     class.define_method("cluster_safe?", magnus::method!(RbClient::cluster_safe, 0))?;
     Ok(())
 }

@@ -4,7 +4,6 @@
 
 use magnus::{prelude::*, Error, RModule, RString, Ruby, Value};
 
-use crate::demo::ideal;
 use crate::fair;
 use crate::ruby_api::helpers::errors::argument_error;
 
@@ -51,11 +50,6 @@ fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
     })
 }
 
-/// `simulate([[tenant, arrival, duration], ...], threads)`: each job's start time, in the order given.
-fn simulate(ruby: &Ruby, jobs: Vec<(String, f64, f64)>, threads: usize) -> Result<Vec<f64>, Error> {
-    ideal::simulate(&jobs, threads).map_err(|e| argument_error(ruby, e))
-}
-
 pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let module = native.define_module("Fair")?;
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
@@ -95,7 +89,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         magnus::function!(|identity: String| fair::recovered_key(&identity), 1),
     )?;
     module.const_set("RECOVERED_KEEP_SECONDS", fair::RECOVERED_KEEP_SECONDS)?;
-    module.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
     module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
     Ok(())

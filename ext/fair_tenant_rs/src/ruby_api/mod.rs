@@ -4,6 +4,8 @@
 
 use magnus::{prelude::*, Error, Ruby, TypedData};
 
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod client;
 pub mod concurrency;
 pub mod fair;
@@ -33,6 +35,8 @@ pub fn init(ruby: &Ruby) -> Result<(), Error> {
     fair::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
     server_check::init(ruby, native)?;
+    #[cfg(feature = "bench")]
+    bench::init(ruby, native)?;
     resolve_wrapped_classes(ruby);
     Ok(())
 }

@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use magnus::{
-    prelude::*, scan_args::scan_args, Error, RArray, RModule, RString, Ruby, TryConvert, Value,
-};
+use magnus::{prelude::*, scan_args::scan_args, Error, RModule, RString, Ruby, TryConvert, Value};
 
 use crate::handle::Handle;
 use crate::routing::router::{self, Push};
@@ -23,7 +21,7 @@ impl RbRouter {
         RbRouter(handle)
     }
 
-    fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
+    pub fn push(&self, job_class: RString, queue: RString, tenant: RString) -> Push {
         Push::new(
             &self.0.keys,
             &bytes(queue),
@@ -44,23 +42,6 @@ impl RbRouter {
         let push = self.push(job_class, queue, tenant);
         let (rules, job) = (&rules.0, push.at(now, fair_queue));
         without_gvl(|| router::route(&self.0.pool, rules, &job))?.map_err(to_ruby)
-    }
-
-    /// `[keys, argv]` of the route script for one push, without running it (for `bin/bench`).
-    fn route_args(
-        ruby: &Ruby,
-        rb_self: &Self,
-        rules: &RbRuleSet,
-        job_class: RString,
-        queue: RString,
-        tenant: RString,
-        now: f64,
-    ) -> Result<RArray, Error> {
-        let push = rb_self.push(job_class, queue, tenant);
-        let keys = ruby.ary_from_iter([&push.key, &push.index].map(|k| ruby.str_from_slice(k)));
-        let args =
-            router::script_args(&rules.0, &push.at(now, false)).map(|a| ruby.str_from_slice(&a));
-        Ok(ruby.ary_from_iter([keys, ruby.ary_from_iter(args)]))
     }
 
     /// The tenant's key: where its enqueue times are kept.
@@ -96,7 +77,6 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
         magnus::function!(RbRouter::route_script_sha, 0),
     )?;
     class.define_method("route", magnus::method!(RbRouter::route, -1))?;
-    class.define_method("route_args", magnus::method!(RbRouter::route_args, 5))?;
     class.define_method("key_for", magnus::method!(RbRouter::key_for, 3))?;
     Ok(())
 }
