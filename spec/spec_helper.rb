@@ -60,7 +60,9 @@ module SpecHelpers
     url = ENV.delete("REDIS_URL")
     config = SIDEKIQ7 ? Sidekiq.default_configuration : nil
     saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
+    given = Sidekiq::FairTenant::SidekiqRedisGiven.given
     Sidekiq.configure_client { |c| c.redis = options }
+    config&.instance_variable_set(:@redis, nil) # 7.x builds its pool once: from these settings, as 6.x does
     Sidekiq::FairTenant.reset_native!
     yield
   ensure
@@ -70,6 +72,7 @@ module SpecHelpers
     else
       Sidekiq.configure_client { |c| c.redis = { url: url } }
     end
+    Sidekiq::FairTenant::SidekiqRedisGiven.given = given
     Sidekiq::FairTenant.reset_native!
   end
 

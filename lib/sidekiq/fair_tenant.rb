@@ -8,17 +8,20 @@ require_relative "fair_tenant/errors"
 require_relative "fair_tenant/native_loader"
 require_relative "fair_tenant/interval"
 require_relative "fair_tenant/rate_limited_log"
+require_relative "fair_tenant/script_runner"
 require_relative "fair_tenant/settings/redis_settings"
 require_relative "fair_tenant/settings/tls_settings"
 require_relative "fair_tenant/settings/sentinel_settings"
 require_relative "fair_tenant/fair_queues/fair_queues"
 require_relative "fair_tenant/config"
+require_relative "fair_tenant/settings/sidekiq_redis_given"
 require_relative "fair_tenant/settings/sidekiq_redis_settings"
 require_relative "fair_tenant/option_cache"
 require_relative "fair_tenant/job_info"
 require_relative "fair_tenant/routing/client_middleware"
 require_relative "fair_tenant/concurrency/slot_scope"
 require_relative "fair_tenant/concurrency/held_slot"
+require_relative "fair_tenant/concurrency/slot_calls"
 require_relative "fair_tenant/concurrency/server_middleware"
 require_relative "fair_tenant/concurrency/slots"
 require_relative "fair_tenant/concurrency/limits"
@@ -98,10 +101,10 @@ module Sidekiq
         @native = client
       end
 
-      # The connection for concurrency slots (`slots_native.slots`, `.limits`, `.stats`): Sidekiq's own
-      # Redis, the one a server process fetches from (its shard), so a parked job handed a slot is pushed
-      # where its process fetches. The very client `native` is when the gem has no Redis of its own (no
-      # second pool). Rebuilt after a fork and reset with `native`; ask for it each time.
+      # A Rust client on Sidekiq's own Redis (the one a server process fetches from, its shard) for runtime
+      # limits and slot stats (`slots_native.limits`, `.stats`); a job's slot is taken, given back, renewed
+      # and swept on Sidekiq's own connection (SlotCalls). The very client `native` is when the gem has no
+      # Redis of its own (no second pool). Rebuilt after a fork and reset with `native`; ask for it each time.
       def slots_native
         client = @slots_native
         return client if client && @slots_native_pid == ::Process.pid

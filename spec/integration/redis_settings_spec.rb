@@ -109,6 +109,37 @@ RSpec.describe "The gem's Redis settings" do
       expect(log.string).to eq("")
     end
 
+    it "reads them once per process and again in a forked child or after config.redis=, as Sidekiq's " \
+       "connection has them, opening no connection" do
+      admin = server.redis
+      connections = -> { admin.info("stats")["total_connections_received"].to_i }
+      with_sidekiq_redis(fields) do
+        opened = connections.call
+        settings = Sidekiq::FairTenant::SidekiqRedisSettings.detect
+        expect(connections.call).to eq(opened)
+
+        reader, writer = IO.pipe
+        child = fork do
+          again = Sidekiq::FairTenant::SidekiqRedisSettings.detect
+          writer.write(Marshal.dump([again == settings, again.equal?(settings)]))
+          exit!(0)
+        end
+        writer.close
+        expect(Marshal.load(reader.read)).to eq([true, false]) # rubocop:disable Security/MarshalLoad
+        Process.wait(child)
+        expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect).to equal(settings)
+
+        # What a pool Sidekiq builds now connects with (7.x builds its own pool once, maybe before this example).
+        read = Sidekiq::FairTenant::SidekiqRedisSettings
+        pool = SpecHelpers::SIDEKIQ7 ? Sidekiq.default_configuration.new_redis_pool(1, "spec") : Sidekiq.redis_pool
+        own = pool.with { |c| SpecHelpers::SIDEKIQ7 ? read.from_redis_client(c.config) : read.from_redis_rb(c._client) }
+        expect(settings).to eq(own)
+
+        Sidekiq.configure_client { |c| c.redis = fields.merge(db: 3) }
+        expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect).to include(db: 3, port: server.port)
+      end
+    end
+
     it "follows a password lambda of Sidekiq 7's redis-client (called with the username)", if: SpecHelpers::SIDEKIQ7 do
       users = []
       password = lambda do |user|

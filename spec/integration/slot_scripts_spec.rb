@@ -142,6 +142,23 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     expect(holders).to eq(["long"])
   end
 
+  it "renews and sweeps on Sidekiq's own connection, as the heartbeat does (SlotCalls)", gc_stress: false do
+    slot = ->(jid) { Sidekiq::FairTenant::ServerMiddleware::Slot.new(tag, sub, jid, 60_000, 1) }
+    slots.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
+    expect(Sidekiq::FairTenant::SlotCalls.renew([slot.call("long"), slot.call("gone")])).to eq(1)
+    sleep 0.15
+    expect(acquire("next")).to eq(:parked) # "long" still holds: its lease was extended
+
+    other, other_sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("swept", "default")
+    slots.acquire(other, other_sub, "crashed", 50, 1, "{}", Time.now.to_f)
+    waiting = JSON.generate(payload("waiting", tenant: "swept"))
+    expect(slots.acquire(other, other_sub, "waiting", 60_000, 1, waiting, Time.now.to_f)).to eq(:parked)
+    sleep 0.1 # the 50 ms lease of "crashed" runs out; acme's "long" still holds
+    expect(Sidekiq::FairTenant::SlotCalls.sweep(10)).to eq([1, 1])
+    expect(stats.inspect_scope(other, other_sub)[0].map(&:first)).to eq(["waiting"])
+    expect(holders).to eq(["long"])
+  end
+
   describe "middleware" do
     def perform(job)
       ran = false
@@ -181,7 +198,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
     it "gives the slot back when an interrupt lands just after the script took it, and lets it through" do
       # The interrupt arrives once the acquire script has run, before the job starts.
-      allow(slots).to receive(:acquire).and_wrap_original do |original, *args|
+      allow(Sidekiq::FairTenant::SlotCalls).to receive(:acquire).and_wrap_original do |original, *args|
         original.call(*args)
         raise Timeout::Error, "interrupted"
       end
@@ -220,13 +237,10 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     end
 
     it "never raises when the release fails; the lease frees the slot later" do
-      settings = Sidekiq::FairTenant.config.slots_connection_settings
-      gone = Sidekiq::FairTenant::Native::Client.new(
-        settings.merge(redis_url: "redis://127.0.0.1:#{RedisServer.free_port}/0")
-      )
+      gone = Sidekiq::RedisConnection.create(url: "redis://127.0.0.1:#{RedisServer.free_port}/0", size: 1)
       log = capture_log do
         middleware.call(SlotJob.new, payload("rf"), "default") do
-          allow(Sidekiq::FairTenant).to receive(:slots_native).and_return(gone) # Sidekiq's Redis went away
+          allow(Sidekiq).to receive(:redis) { |&block| gone.with(&block) } # Sidekiq's Redis went away
         end
       end
       expect(log).to include("slot of rf frees when its lease expires")

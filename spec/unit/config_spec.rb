@@ -114,20 +114,23 @@ RSpec.describe Sidekiq::FairTenant::Config do
   end
 
   # Sidekiq 7+ builds its internal pool once, on first use: reading the settings must not build it early.
-  it "reads Sidekiq 7's settings through a throwaway pool, never Sidekiq's own, and unbrackets IPv6 hosts",
+  it "reads Sidekiq 7's settings from what config.redis= was given, with no pool, and unbrackets IPv6 hosts",
      if: SpecHelpers::SIDEKIQ7 do
     config = Sidekiq.default_configuration
     saved = config.instance_variable_get(:@redis_config)
     own_pool = config.instance_variable_get(:@redis)
+    given = Sidekiq::FairTenant::SidekiqRedisGiven.given
     config.instance_variable_set(:@redis, nil)
+    allow(ConnectionPool).to receive(:new).and_call_original
     config.redis = { url: "redis://:s3cret@[::1]:6380/2" }
 
     expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect)
       .to eq(host: "::1", port: 6380, db: 2, username: nil, password: "s3cret")
-    expect(config.instance_variable_get(:@redis)).to be_nil
+    expect(ConnectionPool).not_to have_received(:new)
   ensure
     config.instance_variable_set(:@redis_config, saved)
     config.instance_variable_set(:@redis, own_pool)
+    Sidekiq::FairTenant::SidekiqRedisGiven.given = given
   end
 
   it "rebuilds the native client when connection settings change, not otherwise" do

@@ -8,9 +8,31 @@ use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 
 use crate::handle::Handle;
 use crate::ruby_api::helpers::convert::{bytes, pair};
-use crate::ruby_api::helpers::errors::to_ruby;
+use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
-use crate::slots::{self, Scope, Slot};
+use crate::slots::{self, Acquired, Scope, Slot};
+
+/// `[keys, argv]` as two Arrays of binary Strings.
+fn call(ruby: &Ruby, (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>)) -> Result<RArray, Error> {
+    let strings =
+        |parts: Vec<Vec<u8>>| ruby.ary_from_iter(parts.iter().map(|p| ruby.str_from_slice(p)));
+    Ok(ruby.ary_from_iter([strings(keys), strings(args)]))
+}
+
+/// `[[tag, sub, jid, lease_ms], ...]` as the renew script's entries.
+fn running_slots(running: RArray) -> Result<Vec<(Scope, Vec<u8>, u64)>, Error> {
+    let mut entries = Vec::with_capacity(running.len());
+    for item in running.into_iter() {
+        let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
+            magnus::TryConvert::try_convert(item)?;
+        entries.push((
+            Scope::from_parts(bytes(tag), bytes(sub)),
+            bytes(jid),
+            lease_ms,
+        ));
+    }
+    Ok(entries)
+}
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
 pub struct RbSlots(Arc<Handle>);
@@ -39,6 +61,61 @@ impl RbSlots {
     fn key_scope(ruby: &Ruby, key: RString) -> Result<RArray, Error> {
         let scope = Scope::custom(&bytes(key));
         pair(ruby, scope.tag(), scope.sub())
+    }
+
+    /// `[sha, source]` of a slot script (`acquire`, `release`), to run it on Sidekiq's own connection.
+    fn script(ruby: &Ruby, name: String) -> Result<RArray, Error> {
+        let (sha, source) = slots::script(&name)
+            .ok_or_else(|| argument_error(ruby, format!("no slot script named {name:?}")))?;
+        pair(ruby, sha.as_bytes(), source.as_bytes())
+    }
+
+    /// `[keys, argv]` of the acquire script for one job (binary Strings).
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_call(
+        ruby: &Ruby,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        lease_ms: u64,
+        default_limit: u64,
+        payload: RString,
+        enqueued_at: f64,
+    ) -> Result<RArray, Error> {
+        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let payload = bytes(payload);
+        call(
+            ruby,
+            slots::acquire_call(&slot.request(), &payload, enqueued_at),
+        )
+    }
+
+    /// `[keys, argv]` of the release script for one job's slot (binary Strings).
+    fn release_call(
+        ruby: &Ruby,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        lease_ms: u64,
+        default_limit: u64,
+    ) -> Result<RArray, Error> {
+        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        call(ruby, slots::release_call(&slot.request()))
+    }
+
+    /// `[keys, argv]` of the renew script for `running`: an Array of `[tag, sub, jid, lease_ms]`.
+    fn renew_call(ruby: &Ruby, running: RArray) -> Result<RArray, Error> {
+        call(ruby, slots::renew_call(&running_slots(running)?))
+    }
+
+    /// `[keys, argv]` of the sweep script for one tag of `tags_key`.
+    fn sweep_call(ruby: &Ruby, tag: RString) -> Result<RArray, Error> {
+        call(ruby, slots::sweep_call(&bytes(tag)))
+    }
+
+    /// What the acquire script's reply means: `:acquired`, `:held` or `:parked`.
+    fn acquired(ruby: &Ruby, code: i64) -> Symbol {
+        ruby.to_symbol(Acquired::from_code(code).name())
     }
 
     /// `:acquired`, `:held` (run the job) or `:parked`.
@@ -78,16 +155,7 @@ impl RbSlots {
 
     /// `running`: an Array of `[tag, sub, jid, lease_ms]`.
     fn renew(&self, running: RArray) -> Result<u64, Error> {
-        let mut entries = Vec::with_capacity(running.len());
-        for item in running.into_iter() {
-            let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
-                magnus::TryConvert::try_convert(item)?;
-            entries.push((
-                Scope::from_parts(bytes(tag), bytes(sub)),
-                bytes(jid),
-                lease_ms,
-            ));
-        }
+        let entries = running_slots(running)?;
         without_gvl(|| slots::renew(&self.0.pool, &entries))?.map_err(to_ruby)
     }
 
@@ -106,6 +174,13 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Slots", ruby.class_object())?;
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
+    class.define_singleton_method("script", magnus::function!(RbSlots::script, 1))?;
+    class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 7))?;
+    class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 5))?;
+    class.define_singleton_method("acquired", magnus::function!(RbSlots::acquired, 1))?;
+    class.define_singleton_method("renew_call", magnus::function!(RbSlots::renew_call, 1))?;
+    class.define_singleton_method("sweep_call", magnus::function!(RbSlots::sweep_call, 1))?;
+    class.define_singleton_method("tags_key", magnus::function!(slots::tags_key, 0))?;
     class.define_method("acquire", magnus::method!(RbSlots::acquire, 7))?;
     class.define_method("release", magnus::method!(RbSlots::release, 5))?;
     class.define_method("renew", magnus::method!(RbSlots::renew, 1))?;

@@ -23,36 +23,41 @@ use crate::error::Result;
 use crate::names;
 use crate::redis::pool::Pool;
 
-macro_rules! slot_script {
+/// A slot script's source: the shared names' prelude, the shared functions, then the script.
+macro_rules! slot_source {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(&names::script(&[
-                include_str!("../lua/slots/common.lua"),
-                include_str!($file),
-            ]))
+            names::script(&[include_str!("../lua/slots/common.lua"), include_str!($file)])
         })
     };
 }
 
-/// A slot script that also wakes fair-queue tenants waiting on a scope (`lua/fair/serve.lua`).
-macro_rules! slot_and_fair_script {
+/// The source of a slot script that also wakes fair-queue tenants waiting on a scope
+/// (`lua/fair/serve.lua`).
+macro_rules! slot_and_fair_source {
     ($file:literal) => {
         LazyLock::new(|| {
-            Script::new(&names::script(&[
+            names::script(&[
                 include_str!("../lua/slots/common.lua"),
                 include_str!("../lua/fair/common.lua"),
                 include_str!("../lua/fair/serve.lua"),
                 include_str!($file),
-            ]))
+            ])
         })
     };
 }
 
-static ACQUIRE: LazyLock<Script> = slot_script!("../lua/slots/acquire.lua");
-static RELEASE: LazyLock<Script> = slot_and_fair_script!("../lua/slots/release.lua");
-static RENEW: LazyLock<Script> = slot_script!("../lua/slots/renew.lua");
-static SWEEP: LazyLock<Script> = slot_and_fair_script!("../lua/slots/sweep.lua");
-static SET_LIMIT: LazyLock<Script> = slot_and_fair_script!("../lua/slots/set_limit.lua");
+// Run here, or on Sidekiq's own connection by Ruby ([`script`]).
+static ACQUIRE_SOURCE: LazyLock<String> = slot_source!("../lua/slots/acquire.lua");
+static RELEASE_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/release.lua");
+static RENEW_SOURCE: LazyLock<String> = slot_source!("../lua/slots/renew.lua");
+static SWEEP_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/sweep.lua");
+static SET_LIMIT_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/set_limit.lua");
+static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&ACQUIRE_SOURCE));
+static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SOURCE));
+static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(&RENEW_SOURCE));
+static SWEEP: LazyLock<Script> = LazyLock::new(|| Script::new(&SWEEP_SOURCE));
+static SET_LIMIT: LazyLock<Script> = LazyLock::new(|| Script::new(&SET_LIMIT_SOURCE));
 
 /// What `acquire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,6 +71,15 @@ pub enum Acquired {
 }
 
 impl Acquired {
+    /// What `acquire.lua` returned: 0 acquired, 1 held, anything else parked.
+    pub fn from_code(code: i64) -> Acquired {
+        match code {
+            0 => Acquired::Acquired,
+            1 => Acquired::Held,
+            _ => Acquired::Parked,
+        }
+    }
+
     /// The name Ruby sees (a Symbol): `acquired`, `held` or `parked`.
     pub fn name(self) -> &'static str {
         match self {
@@ -221,41 +235,81 @@ pub fn acquire(
     payload: &[u8],
     enqueued_at: f64,
 ) -> Result<Acquired> {
+    let (keys, args) = acquire_call(req, payload, enqueued_at);
+    let code: i64 = pool.with(|c| invocation(&ACQUIRE, keys, args).invoke(c))?;
+    Ok(Acquired::from_code(code))
+}
+
+/// `(KEYS, ARGV)` of `acquire.lua` for one job asking for a slot, in the order of its contract.
+pub fn acquire_call(
+    req: &Request<'_>,
+    payload: &[u8],
+    enqueued_at: f64,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let s = req.scope;
-    let mut inv = ACQUIRE.prepare_invoke();
-    inv.key(s.holders())
-        .key(s.parked())
-        .key(limits_key(&s.tag))
-        .key(meta(&s.tag))
-        .key(tags_key())
-        .arg(req.jid)
-        .arg(req.lease_ms)
-        .arg(req.default_limit)
-        .arg(&s.sub)
-        .arg(&s.tag)
-        .arg(payload)
-        .arg(enqueue_score_ms(enqueued_at));
-    let code: i64 = pool.with(|c| inv.invoke(c))?;
-    Ok(match code {
-        0 => Acquired::Acquired,
-        1 => Acquired::Held,
-        _ => Acquired::Parked,
-    })
+    let keys = vec![
+        s.holders(),
+        s.parked(),
+        limits_key(&s.tag),
+        meta(&s.tag),
+        tags_key().into_bytes(),
+    ];
+    let args = vec![
+        req.jid.to_vec(),
+        req.lease_ms.to_string().into_bytes(),
+        req.default_limit.to_string().into_bytes(),
+        s.sub.clone(),
+        s.tag.clone(),
+        payload.to_vec(),
+        enqueue_score_ms(enqueued_at).to_string().into_bytes(),
+    ];
+    (keys, args)
+}
+
+fn invocation(
+    script: &'static Script,
+    keys: Vec<Vec<u8>>,
+    args: Vec<Vec<u8>>,
+) -> redis::ScriptInvocation<'static> {
+    let mut inv = script.prepare_invoke();
+    for key in keys {
+        inv.key(key);
+    }
+    for arg in args {
+        inv.arg(arg);
+    }
+    inv
 }
 
 /// Frees the job's slot; returns how many parked jobs were handed a slot.
 pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
+    let (keys, args) = release_call(req);
+    pool.with(|c| invocation(&RELEASE, keys, args).invoke(c))
+}
+
+/// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
+/// `acquire`, `release`, `renew` or `sweep`.
+pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
+    match name {
+        "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
+        "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE.as_str())),
+        "renew" => Some((RENEW.get_hash(), RENEW_SOURCE.as_str())),
+        "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE.as_str())),
+        _ => None,
+    }
+}
+
+/// `(KEYS, ARGV)` of `release.lua` for one job's slot, in the order of its contract.
+pub fn release_call(req: &Request<'_>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let s = req.scope;
-    let mut inv = RELEASE.prepare_invoke();
-    inv.key(s.holders())
-        .key(s.parked())
-        .key(limits_key(&s.tag))
-        .key(s.waiting())
-        .arg(req.jid)
-        .arg(req.lease_ms)
-        .arg(req.default_limit)
-        .arg(&s.sub);
-    pool.with(|c| inv.invoke(c))
+    let keys = vec![s.holders(), s.parked(), limits_key(&s.tag), s.waiting()];
+    let args = vec![
+        req.jid.to_vec(),
+        req.lease_ms.to_string().into_bytes(),
+        req.default_limit.to_string().into_bytes(),
+        s.sub.clone(),
+    ];
+    (keys, args)
 }
 
 /// Extends the leases of running jobs: `(scope, jid, lease_ms)`. Returns how many were renewed.
@@ -263,11 +317,21 @@ pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
     if running.is_empty() {
         return Ok(0);
     }
-    let mut inv = RENEW.prepare_invoke();
-    for (scope, jid, lease_ms) in running {
-        inv.key(scope.holders()).arg(jid).arg(*lease_ms);
-    }
-    pool.with(|c| inv.invoke(c))
+    let (keys, args) = renew_call(running);
+    pool.with(|c| invocation(&RENEW, keys, args).invoke(c))
+}
+
+/// `(KEYS, ARGV)` of `renew.lua`: each job's holders key, and its jid and lease (ms).
+pub fn renew_call(running: &[(Scope, Vec<u8>, u64)]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = running
+        .iter()
+        .map(|(scope, _, _)| scope.holders())
+        .collect();
+    let args = running
+        .iter()
+        .flat_map(|(_, jid, lease_ms)| [jid.clone(), lease_ms.to_string().into_bytes()])
+        .collect();
+    (keys, args)
 }
 
 /// What one sweep did.
@@ -290,17 +354,19 @@ pub fn sweep(pool: &Pool, max_tags: usize) -> Result<Swept> {
     })?;
     let mut swept = Swept::default();
     for tag in tags {
-        let mut inv = SWEEP.prepare_invoke();
-        inv.key(limits_key(&tag))
-            .key(meta(&tag))
-            .key(tags_key())
-            .arg(base(&tag))
-            .arg(&tag);
-        let (handed, reclaimed): (u64, u64) = pool.with(|c| inv.invoke(c))?;
+        let (keys, args) = sweep_call(&tag);
+        let (handed, reclaimed): (u64, u64) =
+            pool.with(|c| invocation(&SWEEP, keys, args).invoke(c))?;
         swept.handed += handed;
         swept.reclaimed += reclaimed;
     }
     Ok(swept)
+}
+
+/// `(KEYS, ARGV)` of `sweep.lua` for one tag of [`tags_key`] (which a sweep picks `SRANDMEMBER`).
+pub fn sweep_call(tag: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![limits_key(tag), meta(tag), tags_key().into_bytes()];
+    (keys, vec![base(tag), tag.to_vec()])
 }
 
 /// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
@@ -537,6 +603,98 @@ pub fn scope_of_holders_key(key: &[u8]) -> Option<Scope> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_call_follows_the_scripts_contract() {
+        let scope = Scope::tenant_queue(b"acme", b"default");
+        let slot = Slot {
+            scope: scope.clone(),
+            jid: b"j1".to_vec(),
+            lease_ms: 60_000,
+            default_limit: 3,
+        };
+        let (keys, args) = release_call(&slot.request());
+        let limits = limits_key(scope.tag());
+        assert_eq!(
+            keys,
+            [scope.holders(), scope.parked(), limits, scope.waiting()]
+        );
+        let expected: [&[u8]; 4] = [b"j1", b"60000", b"3", b"q:default"];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+        for (name, file) in [
+            ("release", include_str!("../lua/slots/release.lua")),
+            ("acquire", include_str!("../lua/slots/acquire.lua")),
+        ] {
+            let (sha, source) = script(name).unwrap();
+            assert_eq!(sha, Script::new(source).get_hash());
+            assert!(source.ends_with(file));
+        }
+        assert!(script("set_limit").is_none());
+    }
+
+    #[test]
+    fn renew_and_sweep_calls_follow_the_scripts_contracts() {
+        let (a, b) = (Scope::tenant_queue(b"a", b"q"), Scope::custom(b"x"));
+        let running = [
+            (a.clone(), b"j1".to_vec(), 900),
+            (b.clone(), b"j2".to_vec(), 60_000),
+        ];
+        let (keys, args) = renew_call(&running);
+        assert_eq!(keys, [a.holders(), b.holders()]);
+        let expected: [&[u8]; 4] = [b"j1", b"900", b"j2", b"60000"];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+
+        let (keys, args) = sweep_call(b"t:a");
+        let expected_keys = [limits_key(b"t:a"), meta(b"t:a"), tags_key().into_bytes()];
+        assert_eq!(keys, expected_keys);
+        assert_eq!(
+            args,
+            [
+                b"sidekiq-fair_tenant:slots:3:t:a:".to_vec(),
+                b"t:a".to_vec()
+            ]
+        );
+        for (name, file) in [
+            ("renew", include_str!("../lua/slots/renew.lua")),
+            ("sweep", include_str!("../lua/slots/sweep.lua")),
+        ] {
+            assert!(script(name).unwrap().1.ends_with(file));
+        }
+    }
+
+    #[test]
+    fn acquire_call_follows_the_scripts_contract() {
+        let scope = Scope::custom(b"customer-42");
+        let slot = Slot {
+            scope: scope.clone(),
+            jid: b"j2".to_vec(),
+            lease_ms: 5_000,
+            default_limit: 2,
+        };
+        let (keys, args) = acquire_call(&slot.request(), b"{}", 1_700_000_000.5);
+        let tag = scope.tag();
+        let expected_keys = [
+            scope.holders(),
+            scope.parked(),
+            limits_key(tag),
+            meta(tag),
+            tags_key().into_bytes(),
+        ];
+        assert_eq!(keys, expected_keys);
+        let expected: [&[u8]; 7] = [
+            b"j2",
+            b"5000",
+            b"2",
+            b"k",
+            b"k:customer-42",
+            b"{}",
+            b"1700000000500",
+        ];
+        assert_eq!(args, expected.map(<[u8]>::to_vec));
+        assert_eq!(Acquired::from_code(0), Acquired::Acquired);
+        assert_eq!(Acquired::from_code(1), Acquired::Held);
+        assert_eq!(Acquired::from_code(2), Acquired::Parked);
+    }
 
     #[test]
     fn names_keys_with_length_prefixed_tags() {

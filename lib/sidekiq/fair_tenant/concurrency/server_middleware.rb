@@ -11,9 +11,10 @@ module Sidekiq
     #     def self.webhook_key(customer_id, *) = "customer-#{customer_id}"
     #   end
     #
-    # Acquire and release are one script call each. A job that finds no free slot is parked in
-    # Redis in the same atomic step and the middleware returns without running it; a freed slot
-    # is handed to the oldest parked job, which goes back to the front of its queue holding it.
+    # Acquire and release are one script call each, on Sidekiq's own connection (SlotCalls). A job that
+    # finds no free slot is parked in Redis in the same atomic step and the middleware returns without
+    # running it; a freed slot is handed to the oldest parked job, which goes back to the front of its
+    # queue holding it.
     # Redis trouble at acquire time runs the job anyway (one warning); release never raises.
     #
     # On a fair queue the fetcher took the slot with the job (HeldSlot): the job runs, its lease is
@@ -63,14 +64,12 @@ module Sidekiq
         nil
       end
 
-      # Redis trouble (the gem's own errors) runs the job without a slot. Anything else that lands
-      # here - Thread#raise, Timeout with an exception class, Sidekiq::Shutdown - may arrive after
-      # the script took the slot: it is given back (release is idempotent) and the exception goes on.
+      # Redis trouble (SlotCalls::REDIS_ERRORS) runs the job without a slot. Anything else that lands here -
+      # Thread#raise, Timeout, Sidekiq::Shutdown - may arrive after the script took the slot: it is given back
+      # (release is idempotent) and the exception goes on.
       def acquire(slot, job)
-        payload = Sidekiq.dump_json(job)
-        FairTenant.slots_native.slots.acquire(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
-                                              job["enqueued_at"].to_f)
-      rescue Error => e
+        SlotCalls.acquire(slot, Sidekiq.dump_json(job), job["enqueued_at"].to_f)
+      rescue *SlotCalls::REDIS_ERRORS => e
         FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
         :failed
       rescue Exception # rubocop:disable Lint/RescueException
@@ -85,7 +84,7 @@ module Sidekiq
       end
 
       def release(slot)
-        handed = FairTenant.slots_native.slots.release(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+        handed = SlotCalls.release(slot)
         Instrumentation.instrument(:hand_over, scope: [slot.tag, slot.sub], count: handed) if handed.positive?
       rescue StandardError => e
         FairTenant.warn(:release, e.class) do

@@ -86,11 +86,11 @@ module Sidekiq
           slots = running_slots
           return if slots.empty?
 
-          FairTenant.slots_native.slots.renew(slots.map { |s| [s.tag, s.sub, s.jid, s.lease_ms] })
+          SlotCalls.renew(slots)
         end
 
         def sweep
-          handed, reclaimed = FairTenant.slots_native.slots.sweep_details(FairTenant.config.sweep_batch)
+          handed, reclaimed = SlotCalls.sweep(FairTenant.config.sweep_batch)
           Instrumentation.instrument(:lease_reclaimed, count: reclaimed, handed: handed) if reclaimed.positive?
         end
       end

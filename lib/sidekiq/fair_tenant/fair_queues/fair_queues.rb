@@ -55,15 +55,9 @@ module Sidekiq
         "#{base(queue)}#{suffix}"
       end
 
-      # Runs a fair-queue script on one of Sidekiq's connections (redis-rb 4.8 or redis-client): EVALSHA,
-      # and EVAL when the server does not know the script yet (a restart, SCRIPT FLUSH).
+      # Runs a fair-queue script on one of Sidekiq's connections (ScriptRunner).
       def run(conn, name, keys, argv)
-        sha, source = SCRIPTS.fetch(name)
-        conn.call("EVALSHA", sha, keys.size, *keys, *argv)
-      rescue StandardError => e
-        raise unless e.message.start_with?("NOSCRIPT")
-
-        conn.call("EVAL", source, keys.size, *keys, *argv)
+        ScriptRunner.run(conn, *SCRIPTS.fetch(name), keys, argv)
       end
 
       # The tenant of a payload, found as for re-routing; a job with none belongs to the shared tenant.

@@ -5,59 +5,59 @@ module Sidekiq
     # Reads the settings of the Redis server Sidekiq itself uses, field by field, as the gem's connection
     # keys: host and port or unix socket path, db, username and password (a lambda password is called
     # here), TLS (`ssl`, `ssl_params`) and Sentinel (sentinels, master name, their credentials and TLS).
-    # Works on Sidekiq 6.x (redis-rb 4.8 connections) and 7.x/8.x (redis-client), without connecting.
+    #
+    # The source is what the app gave Sidekiq's public setter (SidekiqRedisGiven), else REDIS_PROVIDER/REDIS_URL
+    # as Sidekiq's rule; on 6.x a ConnectionPool given to `Sidekiq.redis =`, or settings given before this gem
+    # was loaded, are read from Sidekiq's own pool. Read once per process, again in a forked child and after
+    # `config.redis =`; never through a pool or a connection of the gem's, nor another library's instance
+    # variables.
     module SidekiqRedisSettings
+      POOL_OPTIONS = %i[logger size pool_timeout pool_name cluster_safe namespace].freeze
+
+      @cached = nil
+
       module_function
 
-      # The gem's keys for Sidekiq's Redis, read in one pass; nil when Sidekiq has none to read. Read once per
-      # process (and again in a forked child), and again only when Sidekiq's Redis settings change.
+      # The gem's keys for Sidekiq's Redis, read in one pass; nil when Sidekiq has none to read.
       def detect
-        source = settings_source
+        source = [::Process.pid, SidekiqRedisGiven.version, provider_url]
         cached = @cached
         return cached[1] if cached && cached[0] == source
 
-        settings = read
-        @cached = [source, settings.freeze]
+        settings = read.freeze
+        @cached = [source, settings]
         settings
       rescue StandardError
         nil
       end
 
-      # What the settings are read from: on 7.x/8.x the options given to `config.redis =` (and the
-      # REDIS_URL they fall back to), on 6.x its pool, rebuilt on `Sidekiq.redis =`.
-      def settings_source
-        return [::Process.pid, Sidekiq.redis_pool] unless sidekiq7?
-
-        options = Sidekiq.default_configuration.instance_variable_get(:@redis_config) || {}
-        [::Process.pid, options, options[:url] || options["url"] || provider_url]
-      end
-
       def read
-        return from_redis_client(redis_client_config) if sidekiq7?
+        options = SidekiqRedisGiven.given
+        return from_redis_client(redis_client_config(options || {})) if SidekiqRedisGiven.sidekiq7?
+        return from_redis_rb(redis_rb_client(options)) if options.is_a?(Hash)
 
-        Sidekiq.redis_pool.with { |conn| from_connection(conn) }
+        (options || Sidekiq.redis_pool).with { |conn| from_redis_rb(conn._client) }
       end
 
-      def sidekiq7?
-        Sidekiq.respond_to?(:default_configuration)
-      end
-
-      # Sidekiq 7+ builds its own pool once, on first use, from the settings given so far (asking for it here
-      # could fix it before the app's `config.redis = ...` runs), and logs a line for every pool it builds.
-      # The client configuration Sidekiq would build its pools from, made as RedisConnection.create makes it
-      # but without a pool, a connection or a log line.
-      def redis_client_config
-        options = symbolize(Sidekiq.default_configuration.instance_variable_get(:@redis_config) || {})
+      # The client configuration Sidekiq builds its pools from (as RedisConnection.create does, without its
+      # pool or log line): a redis-client config, made by a client that never connects.
+      def redis_client_config(options)
+        options = options.except(*POOL_OPTIONS)
         options[:url] ||= provider_url
-        options.reject! { |key, _| POOL_OPTIONS.include?(key) }
         Sidekiq::RedisClientAdapter.new(options).new_client.config
       end
 
-      POOL_OPTIONS = %i[logger size pool_timeout pool_name cluster_safe].freeze
+      # redis-rb 4.8 (6.x) parses the options as the client Sidekiq's pool would make; never connected, its
+      # host is the Sentinel master's name.
+      def redis_rb_client(options)
+        options = options.except(*POOL_OPTIONS)
+        options[:url] ||= provider_url
+        ::Redis::Client.new(options)
+      end
 
-      # REDIS_PROVIDER names the variable that holds the URL, else REDIS_URL (RedisConnection's rule).
+      # REDIS_PROVIDER names the variable that holds the URL, else REDIS_URL (Sidekiq's rule).
       def provider_url
-        Sidekiq::RedisConnection.send(:determine_redis_provider)
+        ENV.fetch(ENV.fetch("REDIS_PROVIDER", "REDIS_URL"), nil)
       end
 
       def symbolize(object)
@@ -68,17 +68,8 @@ module Sidekiq
         end
       end
 
-      def from_connection(conn)
-        # redis-rb (6.x) connections answer `config` with the CONFIG command: ask their client.
-        redis_rb?(conn) ? from_redis_rb(conn._client) : from_redis_client(conn.config)
-      end
-
-      def redis_rb?(conn)
-        defined?(::Redis) && conn.is_a?(::Redis)
-      end
-
-      # redis-rb 4.8 (6.x): under Sentinel the client's host is the master's name, and the sentinels
-      # are reached with the master's options (TLS included).
+      # redis-rb 4.8 (6.x): under Sentinel the client's host is the master's name until it connects (then its
+      # address), and the sentinels are reached with the master's options (TLS included).
       def from_redis_rb(client)
         options = client.options
         settings = tls_settings(options[:ssl], options[:ssl_params])
@@ -88,15 +79,7 @@ module Sidekiq
 
         entries = sentinels.map { |s| s.to_h.transform_keys(&:to_sym) }
         addresses = entries.map { |s| SentinelSettings.sentinel_address(s) }
-        settings.merge!(sentinel_keys(redis_rb_master_name(client), addresses,
-                                      entries.first, options[:ssl]))
-      end
-
-      # Once connected, a redis-rb 4.8 client's host is the master's address; its Sentinel connector keeps
-      # the name.
-      def redis_rb_master_name(client)
-        connector = client.instance_variable_get(:@connector)
-        (connector.instance_variable_get(:@master) if connector.instance_variable_defined?(:@master)) || client.host
+        settings.merge!(sentinel_keys(client.host, addresses, entries.first, options[:ssl]))
       end
 
       # redis-client (7.x/8.x): a RedisClient::Config, or a SentinelConfig whose host and port would ask

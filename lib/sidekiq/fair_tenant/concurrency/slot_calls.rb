@@ -1,0 +1,59 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Concurrency slots taken, given back, renewed and swept on Sidekiq's own connection (in a worker thread, its
+    # capsule's): the slot keys live in Sidekiq's Redis, where a fair queue's fetch and acknowledgement take and
+    # give back slots too, so one client writes them. Scripts, keys, arguments and the reply's meaning come from
+    # the extension (Native::Slots); this sends them.
+    module SlotCalls
+      SCRIPTS = %w[acquire release renew sweep].to_h do |name|
+        [name, Native::Slots.script(name).map(&:freeze).freeze]
+      end.freeze
+      TAGS_KEY = Native::Slots.tags_key.freeze # the tags with parked jobs, for the sweep
+      # What Sidekiq's client raises when Redis is unreachable or refuses a call (redis-rb 4.8 on 6.x,
+      # redis-client on 7.x/8.x), and the gem's own errors.
+      REDIS_ERRORS = [Error, (::Redis::BaseError if defined?(::Redis::BaseError)),
+                      (::RedisClient::Error if defined?(::RedisClient::Error))].compact.freeze
+
+      module_function
+
+      # :acquired, :held (run the job) or :parked.
+      def acquire(slot, payload, enqueued_at)
+        keys, argv = Native::Slots.acquire_call(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
+                                                enqueued_at)
+        Native::Slots.acquired(Sidekiq.redis { |conn| run(conn, "acquire", keys, argv) })
+      end
+
+      # Frees the job's slot; returns how many parked jobs were handed a slot.
+      def release(slot)
+        keys, argv = Native::Slots.release_call(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
+        Sidekiq.redis { |conn| run(conn, "release", keys, argv) }
+      end
+
+      # Extends the leases of jobs running here (ServerMiddleware::Slot); returns how many were renewed.
+      def renew(slots)
+        return 0 if slots.empty?
+
+        keys, argv = Native::Slots.renew_call(slots.map { |s| [s.tag, s.sub, s.jid, s.lease_ms] })
+        Sidekiq.redis { |conn| run(conn, "renew", keys, argv) }
+      end
+
+      # Reclaims expired leases and hands freed slots to parked jobs, for at most `max_tags` tags with parked
+      # jobs picked at random. Returns [jobs handed a slot, expired leases reclaimed].
+      def sweep(max_tags)
+        Sidekiq.redis do |conn|
+          conn.call("SRANDMEMBER", TAGS_KEY, max_tags).each_with_object([0, 0]) do |tag, swept|
+            handed, reclaimed = run(conn, "sweep", *Native::Slots.sweep_call(tag))
+            swept[0] += handed
+            swept[1] += reclaimed
+          end
+        end
+      end
+
+      def run(conn, name, keys, argv)
+        ScriptRunner.run(conn, *SCRIPTS.fetch(name), keys, argv)
+      end
+    end
+  end
+end
