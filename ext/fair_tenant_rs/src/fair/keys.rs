@@ -1,0 +1,221 @@
+//! Fair-queue key names, the in-flight entry format and weights: built from [`crate::names`].
+
+use crate::names;
+
+/// Prefix of every fair-queue key.
+pub const PREFIX: &str = names::FAIR_PREFIX;
+/// Most wake-up tokens kept per queue.
+pub const TOKEN_CAP: u64 = names::TOKEN_CAP;
+/// The tenant of jobs that name none.
+pub const SHARED_TENANT: &str = "";
+
+/// The key prefix of a fair queue's keys; `{queue}` is its Redis Cluster hash tag.
+pub fn base(queue: &str) -> String {
+    names::FAIR_BASE.replacen(names::QUEUE_PLACEHOLDER, queue, 1)
+}
+
+/// [`base`] with `%Q` for the queue's name (the requeue script fills it in per entry).
+pub fn base_template() -> String {
+    names::FAIR_BASE.to_string()
+}
+
+/// The weights hash: `tenant` and `tenant \n queue` fields.
+pub fn weights_key() -> String {
+    names::FAIR_WEIGHTS_KEY.to_string()
+}
+
+/// A weight field: the tenant's, or the tenant's in one queue.
+pub fn weight_field(tenant: &str, queue: Option<&str>) -> String {
+    match queue {
+        Some(q) => format!("{tenant}{}{q}", names::WEIGHT_SEPARATOR),
+        None => tenant.to_string(),
+    }
+}
+
+/// The in-flight list of one Sidekiq process (its identity).
+pub fn inflight_key(identity: &str) -> String {
+    format!("{}{identity}", names::INFLIGHT_PREFIX)
+}
+
+/// The set of process identities that have an in-flight list (for orphan recovery).
+pub fn registry_key() -> String {
+    names::INFLIGHT_OWNERS_KEY.to_string()
+}
+
+/// Registered processes whose Sidekiq heartbeat a recovery sweep found gone: identity -> when first seen
+/// gone (Redis time, seconds). Cleared when the heartbeat is back or the process's jobs were recovered.
+pub fn recovery_suspects_key() -> String {
+    names::INFLIGHT_SUSPECTS_KEY.to_string()
+}
+
+/// Seconds a process's heartbeat key must stay gone, after a sweep first found it gone, before its
+/// in-flight jobs are recovered: longer than one Sidekiq heartbeat interval (5 s in 6.x/7.x, 10 s in
+/// 8.x), so a live process whose key was deleted or evicted has beaten again by then.
+pub const RECOVERY_LAPSE_SECONDS: u64 = 11;
+
+/// The copies a recovery made of one process's in-flight jobs: original entry -> the copy's entry (its
+/// queue, tenant and payload as put back). A process that comes back (it had stalled) takes the copies
+/// still waiting back into its in-flight list, as they were, before it fetches anything, so it neither
+/// fetches them again nor leaves them to run after it finished them.
+pub fn recovered_key(identity: &str) -> String {
+    format!("{}{identity}", names::RECOVERED_PREFIX)
+}
+
+/// How long a recovery's copies are remembered for their process to come back: a process stalled
+/// longer than this runs them again (at least once).
+pub const RECOVERED_KEEP_SECONDS: u64 = 3600;
+
+/// Held (SET NX, with a TTL) by the process recovering orphaned in-flight jobs.
+pub fn recovery_lock_key() -> String {
+    names::RECOVERY_LOCK_KEY.to_string()
+}
+
+/// An in-flight job and where it goes back to: `<len>:<queue><len>:<tenant><job>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub queue: String,
+    pub tenant: String,
+    pub job: String,
+}
+
+impl Entry {
+    pub fn encode(&self) -> String {
+        format!(
+            "{}:{}{}:{}{}",
+            self.queue.len(),
+            self.queue,
+            self.tenant.len(),
+            self.tenant,
+            self.job
+        )
+    }
+
+    pub fn decode(entry: &str) -> Option<Entry> {
+        let (queue, tenant, job) = split_entry(entry.as_bytes())?;
+        Some(Entry {
+            queue: String::from_utf8(queue.to_vec()).ok()?,
+            tenant: String::from_utf8(tenant.to_vec()).ok()?,
+            job: String::from_utf8(job.to_vec()).ok()?,
+        })
+    }
+}
+
+/// An in-flight entry's queue, tenant and job as bytes: a job is moved as it was pushed, whatever its
+/// bytes (not UTF-8, or read back under another default encoding); lengths count bytes, as Lua's `#`.
+pub fn split_entry(entry: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let (queue, rest) = take_counted(entry)?;
+    let (tenant, job) = take_counted(rest)?;
+    Some((queue, tenant, job))
+}
+
+fn take_counted(s: &[u8]) -> Option<(&[u8], &[u8])> {
+    let colon = s.iter().take(21).position(|&b| b == b':')?;
+    let digits = &s[..colon];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let len: usize = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    let rest = &s[colon + 1..];
+    if rest.len() < len {
+        return None;
+    }
+    Some(rest.split_at(len))
+}
+
+/// Largest weight accepted.
+pub const MAX_WEIGHT: f64 = 1_000_000.0;
+
+/// A weight to store: a number from 0 (pauses the tenant) to [`MAX_WEIGHT`].
+pub fn check_weight(weight: f64) -> Result<f64, String> {
+    if weight.is_finite() && (0.0..=MAX_WEIGHT).contains(&weight) {
+        Ok(weight)
+    } else {
+        Err(format!(
+            "weight must be a number from 0 to {MAX_WEIGHT} (0 pauses the tenant), got {weight}"
+        ))
+    }
+}
+
+/// A weight field back to (tenant, queue).
+pub fn parse_weight_field(field: &str) -> (String, Option<String>) {
+    match field.split_once(names::WEIGHT_SEPARATOR) {
+        Some((tenant, queue)) => (tenant.to_string(), Some(queue.to_string())),
+        None => (field.to_string(), None),
+    }
+}
+
+/// A weight as the scripts read it: a number ≥ 0, 1 when unset or unreadable.
+pub fn parse_weight(raw: Option<&str>) -> f64 {
+    raw.and_then(|w| w.trim().parse::<f64>().ok())
+        .filter(|w| w.is_finite())
+        .map(|w| w.max(0.0))
+        .unwrap_or(1.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_round_trip_with_any_characters() {
+        let e = Entry {
+            queue: "imports".into(),
+            tenant: "a:b\n7:{x}".into(),
+            job: r#"{"jid":"1","args":["12:ab"]}"#.into(),
+        };
+        assert_eq!(Entry::decode(&e.encode()), Some(e.clone()));
+        let shared = Entry {
+            tenant: SHARED_TENANT.into(),
+            ..e
+        };
+        assert_eq!(Entry::decode(&shared.encode()), Some(shared));
+        assert_eq!(Entry::decode("x:y"), None);
+        assert_eq!(Entry::decode("99:short"), None);
+        assert_eq!(Entry::decode(":x0:"), None);
+        assert_eq!(Entry::decode("-1:x0:"), None);
+    }
+
+    #[test]
+    fn entries_split_as_bytes_whatever_the_job_holds() {
+        let job: &[u8] = b"{\"args\":[\"caf\xe9 \xff\"]}";
+        let mut entry = b"4:fair4:acme".to_vec();
+        entry.extend_from_slice(job);
+        assert_eq!(split_entry(&entry), Some((&b"fair"[..], &b"acme"[..], job)));
+        let shop = "5:caf\u{e9}10:boutique\u{e9}{}".as_bytes();
+        assert_eq!(
+            split_entry(shop),
+            Some((
+                "caf\u{e9}".as_bytes(),
+                "boutique\u{e9}".as_bytes(),
+                &b"{}"[..]
+            ))
+        );
+        assert_eq!(split_entry(b"not json"), None);
+        assert_eq!(split_entry(b"4:fair9:acme{}"), None);
+    }
+
+    #[test]
+    fn keys_share_the_queue_hash_tag() {
+        assert_eq!(base("imports"), "sidekiq-fair_tenant:fair:{imports}:");
+        assert_eq!(base_template().replace("%Q", "imports"), base("imports"));
+        assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
+        assert!(inflight_key("host:1:abc").starts_with(PREFIX));
+        assert_ne!(registry_key(), recovery_lock_key());
+        assert_ne!(registry_key(), recovery_suspects_key());
+        assert!(recovery_suspects_key().starts_with(PREFIX));
+        assert_eq!(parse_weight(Some("3")), 3.0);
+        assert_eq!(
+            parse_weight_field(&weight_field("acme", Some("imports"))),
+            ("acme".into(), Some("imports".into()))
+        );
+        assert_eq!(parse_weight_field("acme"), ("acme".into(), None));
+        assert_eq!(check_weight(0.0), Ok(0.0));
+        assert_eq!(check_weight(2.5), Ok(2.5));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 2e6] {
+            assert!(check_weight(bad).unwrap_err().contains("0 pauses"), "{bad}");
+        }
+        assert_eq!(parse_weight(Some("-2")), 0.0);
+        assert_eq!(parse_weight(Some("junk")), 1.0);
+        assert_eq!(parse_weight(None), 1.0);
+    }
+}
