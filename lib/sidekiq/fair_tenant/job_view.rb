@@ -41,6 +41,11 @@ module Sidekiq
         @klass = JobInfo.job_class(@worker, @job)
       end
 
+      # Whether the class was looked up: a view that did not get that far holds nothing worth keeping.
+      def resolved?
+        defined?(@klass) ? true : false
+      end
+
       def class_name
         @class_name ||= JobInfo.class_name(@worker, @job)
       end

@@ -26,12 +26,17 @@ module Sidekiq
           view = JobView.new(worker, job)
           rules = rules_for(view.class_name, worker, job, raw)
           route(rules, view.class_name, view) if rules
-          JobView.keep(view) if FairQueues.fair?(job["queue"]) && !FairQueues.testing? # for the fair push
+          keep(view)
         end
         yield
       end
 
       private
+
+      # What routing worked out (class, arguments, tenant), for the fair push of this job (FairPush).
+      def keep(view)
+        JobView.keep(view) if view.resolved? && FairQueues.fair?(view.job["queue"]) && !FairQueues.testing?
+      end
 
       def route(rules, class_name, view)
         job = view.job
