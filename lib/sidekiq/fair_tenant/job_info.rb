@@ -57,11 +57,8 @@ module Sidekiq
         end
       end
 
-      # Tenant, first found: job["fair_tenant"], Class.fair_tenant(*args), job["apartment"].
-      def tenant(klass, job)
-        given_tenant(job) || derived_tenant(klass, job)
-      end
-
+      # A job's tenant, first found: job["fair_tenant"] (given_tenant), Class.fair_tenant(*args), job["apartment"]
+      # (derived_tenant). JobView#tenant asks in this order.
       def given_tenant(job)
         tenant = job["fair_tenant"]
         blank?(tenant) ? nil : tenant.to_s
