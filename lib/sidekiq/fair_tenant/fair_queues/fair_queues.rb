@@ -25,7 +25,7 @@ module Sidekiq
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
-      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held].to_h do |name|
+      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held liveness].to_h do |name|
         [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
       end.freeze
 
