@@ -131,6 +131,18 @@ mod tests {
         }
 
         let liveness = script("liveness").unwrap();
+        let empty: Vec<Value> = redis::cmd("EVAL")
+            .arg(&liveness.source)
+            .arg(2)
+            .arg("no-registry")
+            .arg(&suspects)
+            .arg("0")
+            .arg(25)
+            .arg(RECOVERY_LAPSE_SECONDS)
+            .arg(own)
+            .query(&mut con)
+            .unwrap();
+        assert_eq!(empty.iter().map(text).collect::<Vec<_>>(), ["0", "0", ""]);
         let (mut cursor, mut calls) = ("0".to_string(), 0);
         let (mut dead, mut suspected, mut soonest) = (Vec::new(), 0, f64::INFINITY);
         loop {

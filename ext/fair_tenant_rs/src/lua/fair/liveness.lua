@@ -14,9 +14,11 @@ local lapse = tonumber(ARGV[3])
 local step = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
 local reply = { step[1], 0, '' }
 local soonest
-for _, identity in ipairs(step[2]) do
+local batch = step[2]
+local suspected = #batch > 0 and redis.call('HMGET', KEYS[2], unpack(batch)) or {}
+for i, identity in ipairs(batch) do
   if identity ~= ARGV[4] then
-    local since = tonumber(redis.call('HGET', KEYS[2], identity))
+    local since = tonumber(suspected[i])
     if redis.call('EXISTS', identity) == 1 then
       if since then redis.call('HDEL', KEYS[2], identity) end
     elseif since and now - since >= lapse then
