@@ -82,7 +82,7 @@ module Sidekiq
       # Adopts what the thread's last fetch left. (Dead processes' jobs are recovered by Sweeper's thread; a
       # process registers in its first fetch or ack, and again in the first after a recovery took its jobs.)
       def housekeeping(conn)
-        Sweeper.forked(self)
+        Sweeper.forked(@identity)
         FairFetch.adopt_left(conn, ADOPT_BATCH)
       end
 

@@ -11,7 +11,7 @@ module Sidekiq
       # suspicion of it (Liveness), so a live process whose key was deleted or evicted keeps its jobs, and only
       # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
       # One process of the fleet sweeps per INTERVAL (Sweeper: the fleet's lease), sooner while a process is
-      # suspected, on the connection it fetches with, so jobs stay in their shard; the liveness of BATCH
+      # suspected, on Sidekiq's own Redis (where it fetches); the liveness of BATCH
       # registered processes is read per call (the liveness script, Native::Fair's rule). A recovered process
       # leaves the registry, and its copies are remembered for KEEP seconds: a process that was only stalled
       # finds itself missing at its next call, registers again and takes back the copies still waiting (the

@@ -45,7 +45,7 @@ module Sidekiq
         # its sweep brings back tenants whose holder died; Liveness beats) and the fleet's recovery sweeps.
         def background(fetcher)
           Liveness.fetching_as(fetcher.identity)
-          Sweeper.start(fetcher)
+          Sweeper.start(fetcher.identity)
           Slots.start
         end
 

@@ -6,10 +6,11 @@ module Sidekiq
       # The fleet's recovery sweeps, off the fetching threads: a thread per process (started by its first
       # FairFetch, again in a forked child; stopped when the process goes quiet or stops) tries the fleet's
       # lease every Recovery::INTERVAL seconds (Recovery::PACE), and the process that takes it sweeps
-      # (Recovery.sweep) on its fetcher's connection. The lease lives LEASE_MS, a little less than
-      # the interval: one sweep per interval whatever the fleet's size, one command for each other process.
-      # While a process is suspected, the sweeper shortens the lease to when the first suspect is due, and
-      # looks again then.
+      # (Recovery.sweep) on Sidekiq's own pool (7.x/8.x: the internal one; a capsule's has one connection
+      # per fetching thread, all of them blocked in BRPOP when idle). The lease lives LEASE_MS, a little
+      # less than the interval: one sweep per interval whatever the fleet's size, one command for each
+      # other process. While a process is suspected, the sweeper shortens the lease to when the first
+      # suspect is due, and looks again then.
       module Sweeper
         LEASE = Native::Fair.recovery_lease_key.freeze
         LEASE_MS = Native::Fair::RECOVERY_LEASE_MS
@@ -21,13 +22,13 @@ module Sidekiq
         @wake = ConditionVariable.new
         @thread = nil
         @pid = nil
-        @fetcher = nil
+        @identity = nil
 
         class << self
-          # This process sweeps on `fetcher`'s connection, as its identity; the thread starts unless it runs.
-          def start(fetcher)
+          # This process sweeps as `identity` (its fetchers'); the thread starts unless it runs.
+          def start(identity)
             @mutex.synchronize do
-              @fetcher = fetcher
+              @identity = identity
               next if @pid == ::Process.pid && @thread&.alive?
 
               @pid = ::Process.pid
@@ -37,8 +38,8 @@ module Sidekiq
           end
 
           # Starts the thread in a forked child, whose parent's thread did not survive the fork (a fetch asks).
-          def forked(fetcher)
-            start(fetcher) unless @pid == ::Process.pid
+          def forked(identity)
+            start(identity) unless @pid == ::Process.pid
           end
 
           def running?
@@ -81,10 +82,10 @@ module Sidekiq
           def current? = @mutex.synchronize { @thread == Thread.current }
 
           def beat
-            fetcher = @fetcher
-            return unless fetcher && Recovery::PACE.due?
+            identity = @identity
+            return unless identity && Recovery::PACE.due?
 
-            fetcher.redis { |conn| turn(conn, fetcher.identity) }
+            ::Sidekiq.redis { |conn| turn(conn, identity) }
           rescue StandardError => e
             FairTenant.warn(:recovery, e.class) { "recovery sweep: #{e.class}: #{e.message}" }
           end
