@@ -99,4 +99,32 @@ RSpec.describe "Fair queue recovery across a fleet" do
     live.each { |identity| expect(redis.llen(fair.inflight_key(identity))).to eq(1) }
     expect(redis.hkeys(fair.recovery_suspects_key) & live).to eq([])
   end
+
+  describe "the recovery thread" do
+    let(:sweeper) { Sidekiq::FairTenant::FairFetch::Sweeper }
+    let(:pace) { Sidekiq::FairTenant::FairFetch::Recovery::PACE }
+
+    after { pace.now! }
+
+    it "sweeps on a thread of its own, started with a fetcher, again in a forked child, and stops" do
+      dead = "gone-host:1:abc"
+      register(dead, 1, beating: false)
+      redis.hset(fair.recovery_suspects_key, dead, (Time.now.to_f - 60).to_s) # found gone a minute ago
+      pace.now!
+      Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "inproc-host:1:a")
+
+      wait_for("recovered by the thread") { !redis.sismember(registry, dead) }
+      expect(Thread.list.map(&:name)).to include("fair_tenant-recovery")
+      expect(redis.get(lease)).to eq("inproc-host:1:a")
+      expect(redis.lrange("#{fair.base("fair")}t:t1", 0, -1).size).to eq(1)
+
+      pace.never!
+      pid = fork { exit!(sweeper.tap { |s| s.forked("child:1:c") }.running? ? 0 : 1) }
+      expect(Process.wait2(pid).last.exitstatus).to eq(0)
+
+      sweeper.stop
+      expect(sweeper.running?).to be(false)
+      expect(Thread.list.map(&:name)).not_to include("fair_tenant-recovery")
+    end
+  end
 end
