@@ -3,13 +3,13 @@
 # Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
 # the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
 # tenants and backlog grow, a capped tenant's extra work, the drain table (bench/drain.rb), recovery housekeeping
-# (bench/housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
+# (bench/fleet_housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
 FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
 FAIR_FETCHES = Integer(ENV.fetch("FAIR_FETCHES", "2000"))
 FAIR_MAX_JOBS = Integer(ENV.fetch("FAIR_MAX_JOBS", "1000000"))
 require_relative "summary"
 require_relative "drain"
-require_relative "housekeeping"
+require_relative "fleet_housekeeping"
 require_relative "longest"
 
 # A plain queue's job: the push and drain that fair queues are measured against.
@@ -265,8 +265,7 @@ puts format("  a backlog of %d jobs switched on: first job handed out after %.2f
             Sidekiq::FairTenant::FairFetch::ADOPT_BATCH, basic_first * 1000, redis.llen("queue:bench_fetch"))
 redis.flushdb
 
-BenchSummary.figures[:housekeeping] = HousekeepingBench.run(redis)
-HousekeepingBench.print(BenchSummary.figures[:housekeeping])
+BenchSummary.figures[:housekeeping] = FleetHousekeeping.report
 redis.flushdb
 
 BenchSummary.figures[:longest] = LongestBench.run

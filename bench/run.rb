@@ -11,8 +11,8 @@
 #   plain        Sidekiq push, no middleware
 #   floor        plain push + one no-op EVALSHA on the gem's own pool (the design's floor)
 #   fair_tenant  the real middleware: 2 rules, 50 tenants round-robin
-# then perform (slots), fair queues (bench/fair.rb), and Sidekiq's pool against the gem's Rust pool on the same
-# calls (bench/redis_paths.rb).
+# then perform (slots), fair queues (bench/fair.rb), Sidekiq's pool against the gem's Rust pool on the same
+# calls (bench/redis_paths.rb), and recovery housekeeping per interval for a fleet (bench/fleet_housekeeping.rb).
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "etc"
 require "logger"

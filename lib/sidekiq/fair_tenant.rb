@@ -41,6 +41,7 @@ require_relative "fair_tenant/fair_queues/fair_fetch/plain_unit"
 require_relative "fair_tenant/fair_queues/fair_fetch/interruptions"
 require_relative "fair_tenant/fair_queues/fair_fetch/recovery"
 require_relative "fair_tenant/fair_queues/fair_fetch/liveness"
+require_relative "fair_tenant/fair_queues/fair_fetch/sweeper"
 require_relative "fair_tenant/fair_queues/fair_fetch/idle_look"
 require_relative "fair_tenant/fair_queues/fair_fetch/acks"
 require_relative "fair_tenant/fair_queues/fair_fetch/dead"
@@ -184,7 +185,11 @@ module Sidekiq
           FairRulesCheck.warn_at_boot
           Slots.start
         end
-        config.on(:shutdown) { Slots.stop }
+        config.on(:quiet) { FairFetch::Sweeper.stop }
+        config.on(:shutdown) do
+          FairFetch::Sweeper.stop
+          Slots.stop
+        end
       end
     end
 

@@ -44,9 +44,10 @@ static JOBS: LazyLock<FairScript> = fair_script!("../lua/fair/jobs.lua");
 static DELETE: LazyLock<FairScript> = fair_script!("../lua/fair/delete.lua");
 static LATENCY: LazyLock<FairScript> = fair_script!("../lua/fair/latency.lua");
 static HELD: LazyLock<FairScript> = fair_script!("../lua/fair/held.lua");
+static LIVENESS: LazyLock<FairScript> = fair_script!("../lua/fair/liveness.lua");
 
 /// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`, and for
-/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`.
+/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`; `liveness` for recovery's sweep.
 pub fn script(name: &str) -> Option<&'static FairScript> {
     match name {
         "push" => Some(&PUSH),
@@ -61,6 +62,7 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
         "delete" => Some(&DELETE),
         "latency" => Some(&LATENCY),
         "held" => Some(&HELD),
+        "liveness" => Some(&LIVENESS),
         _ => None,
     }
 }
@@ -75,7 +77,7 @@ mod tests {
     fn scripts_carry_the_common_rule_and_their_sha() {
         for name in [
             "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
-            "latency", "held",
+            "latency", "held", "liveness",
         ] {
             let s = script(name).unwrap();
             assert!(s.source.contains("local function activate"), "{name}");

@@ -26,7 +26,7 @@ module Sidekiq
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
       MILLISECONDS = Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8") # enqueued_at's unit
-      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held].to_h do |name|
+      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held liveness].to_h do |name|
         [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
       end.freeze
 
