@@ -288,13 +288,14 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 }
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
-/// `acquire`, `release`, `renew` or `sweep`.
+/// `acquire`, `release`, `renew`, `sweep` or `set_limit`.
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
         "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE.as_str())),
         "renew" => Some((RENEW.get_hash(), RENEW_SOURCE.as_str())),
         "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE.as_str())),
+        "set_limit" => Some((SET_LIMIT.get_hash(), SET_LIMIT_SOURCE.as_str())),
         _ => None,
     }
 }
@@ -369,48 +370,43 @@ pub fn sweep_call(tag: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     (keys, vec![base(tag), tag.to_vec()])
 }
 
-/// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
-/// parked jobs were handed a slot.
-pub fn set_limit(pool: &Pool, tag: &[u8], field: &[u8], value: Option<u64>) -> Result<u64> {
-    let inv = set_limit_call(tag, field, value);
-    pool.with(|c| inv.invoke(c))
+/// `(keys, args)` of `set_limit.lua`: sets (`Some`) or deletes (`None`) a runtime limit and applies
+/// it at once; the reply is how many parked jobs were handed a slot.
+pub fn set_limit_call(
+    tag: &[u8],
+    field: &[u8],
+    value: Option<u64>,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![limits_key(tag), meta(tag), limits_index_key().into_bytes()];
+    let args = vec![
+        field.to_vec(),
+        value
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+            .into_bytes(),
+        base(tag),
+        tag.to_vec(),
+    ];
+    (keys, args)
 }
 
-/// The `set_limit.lua` call behind [`set_limit`], for any connection.
-pub(crate) fn set_limit_call(
+/// The `set_limit.lua` call of [`set_limit_call`] as an invocation, for the lockstep test.
+#[cfg(test)]
+pub(crate) fn set_limit_invocation(
     tag: &[u8],
     field: &[u8],
     value: Option<u64>,
 ) -> redis::ScriptInvocation<'static> {
-    let mut inv = SET_LIMIT.prepare_invoke();
-    inv.key(limits_key(tag))
-        .key(meta(tag))
-        .key(limits_index_key())
-        .arg(field)
-        .arg(value.map(|v| v.to_string()).unwrap_or_default())
-        .arg(base(tag))
-        .arg(tag);
-    inv
-}
-
-pub fn get_limit(pool: &Pool, tag: &[u8], field: &[u8]) -> Result<Option<u64>> {
-    pool.with(|c| redis::cmd("HGET").arg(limits_key(tag)).arg(field).query(c))
+    let (keys, args) = set_limit_call(tag, field, value);
+    invocation(&SET_LIMIT, keys, args)
 }
 
 /// One runtime limit as stored: `(tag, field, limit)`.
 pub type LimitEntry = (Vec<u8>, Vec<u8>, u64);
 
-/// Every runtime limit, with what it applies to.
-pub fn list_limits(pool: &Pool) -> Result<Vec<(LimitTarget, u64)>> {
-    let tags: Vec<Vec<u8>> =
-        pool.with(|c| redis::cmd("SMEMBERS").arg(limits_index_key()).query(c))?;
-    let mut out = Vec::new();
-    for tag in tags {
-        let fields: Vec<(Vec<u8>, u64)> =
-            pool.with(|c| redis::cmd("HGETALL").arg(limits_key(&tag)).query(c))?;
-        out.extend(fields.into_iter().map(|(f, v)| (tag.clone(), f, v)));
-    }
-    Ok(limit_targets(out))
+/// A limit as stored (a decimal from `set_limit.lua`); `None` for anything else.
+pub fn stored_limit(stored: &[u8]) -> Option<u64> {
+    std::str::from_utf8(stored).ok()?.parse().ok()
 }
 
 /// Stored limits in (tag, field) order, as targets; an entry this gem could not have written is
@@ -629,7 +625,26 @@ mod tests {
             assert_eq!(sha, Script::new(source).get_hash());
             assert!(source.ends_with(file));
         }
-        assert!(script("set_limit").is_none());
+        assert!(script("set_limit").is_some_and(
+            |(_, source)| source.ends_with(include_str!("../lua/slots/set_limit.lua"))
+        ));
+        assert!(script("serve").is_none());
+    }
+
+    #[test]
+    fn set_limit_call_follows_the_scripts_contract() {
+        let (tag, field) = limit_entry(Some(b"acme"), Some(b"q"), None).unwrap();
+        let (keys, args) = set_limit_call(&tag, &field, Some(7));
+        let index = limits_index_key().into_bytes();
+        assert_eq!(keys, [limits_key(&tag), meta(&tag), index]);
+        assert_eq!(
+            args,
+            [field.clone(), b"7".to_vec(), base(&tag), tag.clone()]
+        );
+        assert_eq!(set_limit_call(&tag, &field, None).1[1], b"");
+        assert_eq!(stored_limit(b"12"), Some(12));
+        assert_eq!(stored_limit(b"-1"), None);
+        assert_eq!(stored_limit(b"x"), None);
     }
 
     #[test]
