@@ -53,11 +53,13 @@ static RELEASE_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/re
 static RENEW_SOURCE: LazyLock<String> = slot_source!("../lua/slots/renew.lua");
 static SWEEP_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/sweep.lua");
 static SET_LIMIT_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/set_limit.lua");
+static DETAILS_SOURCE: LazyLock<String> = slot_source!("../lua/slots/details.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&ACQUIRE_SOURCE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SOURCE));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(&RENEW_SOURCE));
 static SWEEP: LazyLock<Script> = LazyLock::new(|| Script::new(&SWEEP_SOURCE));
 static SET_LIMIT: LazyLock<Script> = LazyLock::new(|| Script::new(&SET_LIMIT_SOURCE));
+static DETAILS: LazyLock<Script> = LazyLock::new(|| Script::new(&DETAILS_SOURCE));
 
 /// What `acquire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,7 +290,7 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 }
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
-/// `acquire`, `release`, `renew`, `sweep` or `set_limit`.
+/// `acquire`, `release`, `renew`, `sweep`, `set_limit` or `details`.
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
@@ -296,6 +298,7 @@ pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
         "renew" => Some((RENEW.get_hash(), RENEW_SOURCE.as_str())),
         "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE.as_str())),
         "set_limit" => Some((SET_LIMIT.get_hash(), SET_LIMIT_SOURCE.as_str())),
+        "details" => Some((DETAILS.get_hash(), DETAILS_SOURCE.as_str())),
         _ => None,
     }
 }
@@ -500,86 +503,84 @@ impl ScopeDetails {
     }
 }
 
-pub fn details(pool: &Pool, scope: &Scope) -> Result<ScopeDetails> {
-    let (holders, parked, oldest, limits, meta_value): ScopeReply = pool.with(|c| {
-        redis::pipe()
-            .cmd("ZRANGE")
-            .arg(scope.holders())
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .cmd("ZCARD")
-            .arg(scope.parked())
-            .cmd("ZRANGE")
-            .arg(scope.parked())
-            .arg(0)
-            .arg(0)
-            .arg("WITHSCORES")
-            .cmd("HMGET")
-            .arg(limits_key(&scope.tag))
-            .arg(&scope.sub)
-            .arg(ALL)
-            .cmd("HGET")
-            .arg(meta(&scope.tag))
-            .arg(&scope.sub)
-            .query(c)
-    })?;
-    Ok(ScopeDetails {
-        holders,
-        parked,
-        oldest_parked_ms: oldest.first().map(|(_, s)| *s),
-        limit_override: limits.into_iter().flatten().next(),
-        default_limit: meta_value.as_deref().and_then(meta_default),
-    })
+/// `(keys, args)` of `details.lua` for one scope.
+pub fn details_call(scope: &Scope) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![
+        scope.holders(),
+        scope.parked(),
+        limits_key(&scope.tag),
+        meta(&scope.tag),
+    ];
+    (keys, vec![scope.sub.clone()])
 }
 
-type ScopeReply = (
-    Vec<(Vec<u8>, u64)>,
+/// `details.lua`'s reply: holders and the oldest parked job as (member, score) lists, the parked
+/// count, the scope's and the tag-wide limit, the scope's meta entry.
+pub type DetailsReply = (
+    Vec<(Vec<u8>, Vec<u8>)>,
     u64,
-    Vec<(Vec<u8>, f64)>,
-    Vec<Option<u64>>,
-    Option<String>,
+    Vec<(Vec<u8>, Vec<u8>)>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
 );
+
+/// What `details.lua` replied, decoded.
+pub fn details_from(reply: DetailsReply) -> ScopeDetails {
+    let (holders, parked, oldest, own, all, meta_value) = reply;
+    let score = |s: &[u8]| std::str::from_utf8(s).ok()?.parse::<f64>().ok();
+    ScopeDetails {
+        holders: holders
+            .into_iter()
+            .filter_map(|(jid, ms)| Some((jid, score(&ms)? as u64)))
+            .collect(),
+        parked,
+        oldest_parked_ms: oldest.first().and_then(|(_, ms)| score(ms)),
+        limit_override: [own, all]
+            .into_iter()
+            .flatten()
+            .find_map(|v| stored_limit(&v)),
+        default_limit: meta_value
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(meta_default),
+    }
+}
 
 /// The default limit of a meta entry ("default_limit lease_ms").
 fn meta_default(value: &str) -> Option<u64> {
     value.split(names::META_SEPARATOR).next()?.parse().ok()
 }
 
-/// Scopes worth showing: every scope with parked jobs, then scopes with running jobs found by
-/// a bounded SCAN, at most `max` in all.
-pub fn scopes(pool: &Pool, max: usize) -> Result<Vec<Scope>> {
-    let mut out: Vec<Scope> = Vec::new();
-    let tags: Vec<Vec<u8>> = pool.with(|c| redis::cmd("SMEMBERS").arg(tags_key()).query(c))?;
-    for tag in tags {
-        let subs: Vec<Vec<u8>> = pool.with(|c| redis::cmd("HKEYS").arg(meta(&tag)).query(c))?;
-        out.extend(
+/// The SCAN that finds scopes with running jobs: `(MATCH pattern, COUNT, at most so many rounds)`.
+pub fn holders_scan() -> (String, u64, usize) {
+    (
+        format!("{}*{}", names::SLOTS_PREFIX, names::HOLDERS),
+        1000,
+        100,
+    )
+}
+
+/// Scopes worth showing, at most `max`, sorted: every scope with parked jobs (`parked`: the tags of
+/// [`tags_key`] with their meta hash's subs), then those with running jobs (holders keys a bounded
+/// SCAN of [`holders_scan`] found).
+pub fn scope_list(
+    parked: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+    holder_keys: &[Vec<u8>],
+    max: usize,
+) -> Vec<Scope> {
+    let mut out: Vec<Scope> = parked
+        .into_iter()
+        .flat_map(|(tag, subs)| {
             subs.into_iter()
-                .map(|sub| Scope::from_parts(tag.clone(), sub)),
-        );
-    }
-    let pattern = format!("{}*{}", names::SLOTS_PREFIX, names::HOLDERS);
-    let mut cursor: u64 = 0;
-    for _ in 0..100 {
-        let (next, keys): (u64, Vec<Vec<u8>>) = pool.with(|c| {
-            redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(c)
-        })?;
-        out.extend(keys.iter().filter_map(|k| scope_of_holders_key(k)));
-        cursor = next;
-        if cursor == 0 || out.len() >= max {
-            break;
-        }
-    }
+                .map(move |sub| Scope::from_parts(tag.clone(), sub))
+        })
+        .collect();
+    out.extend(holder_keys.iter().filter_map(|k| scope_of_holders_key(k)));
     out.sort_by(|a, b| (&a.tag, &a.sub).cmp(&(&b.tag, &b.sub)));
     out.dedup();
     out.truncate(max);
-    Ok(out)
+    out
 }
 
 /// Reads the scope back out of a holders key (the tag is length-prefixed).
@@ -629,6 +630,44 @@ mod tests {
             |(_, source)| source.ends_with(include_str!("../lua/slots/set_limit.lua"))
         ));
         assert!(script("serve").is_none());
+    }
+
+    #[test]
+    fn scope_details_decode_the_scripts_reply() {
+        let scope = Scope::tenant_queue(b"acme", b"q");
+        let (keys, args) = details_call(&scope);
+        let expected = [
+            scope.holders(),
+            scope.parked(),
+            limits_key(scope.tag()),
+            meta(scope.tag()),
+        ];
+        assert_eq!(keys, expected);
+        assert_eq!(args, [scope.sub().to_vec()]);
+        let d = details_from((
+            vec![(b"j1".to_vec(), b"1700000000123".to_vec())],
+            2,
+            vec![(b"{}".to_vec(), b"1.5e12".to_vec())],
+            None,
+            Some(b"4".to_vec()),
+            Some(b"3 60000".to_vec()),
+        ));
+        assert_eq!(d.holders, [(b"j1".to_vec(), 1_700_000_000_123)]);
+        assert_eq!((d.parked, d.oldest_parked_ms), (2, Some(1.5e12)));
+        assert_eq!((d.limit_override, d.default_limit), (Some(4), Some(3)));
+        assert_eq!(d.effective_limit(), Some(4));
+    }
+
+    #[test]
+    fn scope_lists_merge_parked_and_running_scopes_sorted_and_bounded() {
+        let (a, b) = (Scope::tenant_queue(b"a", b"q"), Scope::custom(b"x"));
+        let parked = vec![(b.tag().to_vec(), vec![b.sub().to_vec()])];
+        let running = [a.holders(), b.holders(), b"junk".to_vec()];
+        let listed = scope_list(parked.clone(), &running, 10);
+        assert_eq!(listed.len(), 2);
+        assert_eq!(scope_list(parked, &running, 1).len(), 1);
+        let (pattern, _, _) = holders_scan();
+        assert!(pattern.starts_with(names::SLOTS_PREFIX) && pattern.ends_with(names::HOLDERS));
     }
 
     #[test]
