@@ -184,7 +184,7 @@ fn strings(list: RArray) -> Result<Vec<Vec<u8>>, Error> {
 }
 
 /// `[a, 1, b, 2]` as `[(a, 1), (b, 2)]`.
-fn pairs(flat: RArray) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Error> {
+fn pairs(flat: RArray) -> Result<slots::Scored, Error> {
     Ok(strings(flat)?
         .chunks_exact(2)
         .map(|p| (p[0].clone(), p[1].clone()))

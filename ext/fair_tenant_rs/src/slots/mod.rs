@@ -517,13 +517,16 @@ pub fn details_call(scope: &Scope) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 /// `details.lua`'s reply: holders and the oldest parked job as (member, score) lists, the parked
 /// count, the scope's and the tag-wide limit, the scope's meta entry.
 pub type DetailsReply = (
-    Vec<(Vec<u8>, Vec<u8>)>,
+    Scored,
     u64,
-    Vec<(Vec<u8>, Vec<u8>)>,
+    Scored,
     Option<Vec<u8>>,
     Option<Vec<u8>>,
     Option<Vec<u8>>,
 );
+
+/// A sorted set's (member, score) pairs as a script returns them.
+pub type Scored = Vec<(Vec<u8>, Vec<u8>)>;
 
 /// What `details.lua` replied, decoded.
 pub fn details_from(reply: DetailsReply) -> ScopeDetails {
