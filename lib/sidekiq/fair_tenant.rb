@@ -104,10 +104,10 @@ module Sidekiq
         @native = client
       end
 
-      # A Rust client on Sidekiq's own Redis (the one a server process fetches from, its shard) for runtime
-      # limits and slot stats (`slots_native.limits`, `.stats`); a job's slot is taken, given back, renewed
-      # and swept on Sidekiq's own connection (SlotCalls). The very client `native` is when the gem has no
-      # Redis of its own (no second pool). Rebuilt after a fork and reset with `native`; ask for it each time.
+      # A Rust client on Sidekiq's own Redis, for `bin/bench`'s comparison and specs only: every production path
+      # on Sidekiq's Redis (slots, runtime limits, slot stats, fair queues) uses Sidekiq's own connection. The
+      # very client `native` is when the gem has no Redis of its own. Rebuilt after a fork and reset with
+      # `native`; ask for it each time.
       def slots_native
         client = @slots_native
         return client if client && @slots_native_pid == ::Process.pid
