@@ -104,23 +104,8 @@ module Sidekiq
         @native = client
       end
 
-      # A Rust client on Sidekiq's own Redis, for `bin/bench`'s comparison and specs only: every production path
-      # on Sidekiq's Redis (slots, runtime limits, slot stats, fair queues) uses Sidekiq's own connection. The
-      # very client `native` is when the gem has no Redis of its own. Rebuilt after a fork and reset with
-      # `native`; ask for it each time.
-      def slots_native
-        client = @slots_native
-        return client if client && @slots_native_pid == ::Process.pid
-
-        settings = config.slots_connection_settings
-        client = settings == config.connection_settings ? native : Native::Client.new(settings)
-        @slots_native_pid = ::Process.pid
-        @slots_native = client
-      end
-
       def reset_native!
         @native = nil
-        @slots_native = nil
       end
 
       def rule_cache
