@@ -80,7 +80,7 @@ module LongestBench
 
   # Deletes the last job of `owner` (Sidekiq::JobRecord#delete's path), looked for in `tenant`'s list first.
   def delete(owner, tenant)
-    job = redis.lindex("#{FairQueues.base(QUEUE)}t:#{owner}", -1)
+    job = redis.lindex("#{FairQueues.base(QUEUE)}#{Sidekiq::FairTenant::Native::Names::TENANT_LIST}#{owner}", -1)
     Sidekiq::FairTenant::FairBacklog.delete(QUEUE, job, tenant)
   end
 
