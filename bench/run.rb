@@ -345,7 +345,7 @@ puts format("real sidekiq -c 10 draining #{PERFORMS} no-op jobs: %.0f jobs/s pla
 # work per completed job must not grow with the number parked.
 PARKED = Integer(ENV.fetch("PARKED", "10000"))
 redis.flushdb
-slots = Sidekiq::FairTenant.slots_native.slots
+slots = Sidekiq::FairTenant.native.slots # no redis_url of its own: on Sidekiq's Redis
 tag, sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("parked-bench", "default")
 template = payloads(BenchSlotJob, 1).first.merge("fair_tenant" => "parked-bench")
 slots.acquire(tag, sub, "holder", 60_000, 1, JSON.generate(template.merge("jid" => "holder")), 0.0)

@@ -9,6 +9,7 @@ require_relative "fair_tenant/native_loader"
 require_relative "fair_tenant/interval"
 require_relative "fair_tenant/rate_limited_log"
 require_relative "fair_tenant/script_runner"
+require_relative "fair_tenant/sidekiq_redis"
 require_relative "fair_tenant/settings/redis_settings"
 require_relative "fair_tenant/settings/tls_settings"
 require_relative "fair_tenant/settings/sentinel_settings"
@@ -103,23 +104,8 @@ module Sidekiq
         @native = client
       end
 
-      # A Rust client on Sidekiq's own Redis (the one a server process fetches from, its shard) for runtime
-      # limits and slot stats (`slots_native.limits`, `.stats`); a job's slot is taken, given back, renewed
-      # and swept on Sidekiq's own connection (SlotCalls). The very client `native` is when the gem has no
-      # Redis of its own (no second pool). Rebuilt after a fork and reset with `native`; ask for it each time.
-      def slots_native
-        client = @slots_native
-        return client if client && @slots_native_pid == ::Process.pid
-
-        settings = config.slots_connection_settings
-        client = settings == config.connection_settings ? native : Native::Client.new(settings)
-        @slots_native_pid = ::Process.pid
-        @slots_native = client
-      end
-
       def reset_native!
         @native = nil
-        @slots_native = nil
       end
 
       def rule_cache
