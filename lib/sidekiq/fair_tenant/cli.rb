@@ -17,13 +17,17 @@ module Sidekiq
       UsageError = Class.new(StandardError)
 
       # Standard output is the command's alone: whatever else writes to $stdout meanwhile (Sidekiq's logger,
-      # made on first use, and code loaded with -r) writes to standard error.
+      # made on first use, and code loaded with -r) writes to standard error. Sidekiq's informational lines
+      # (Sidekiq 8 logs every pool it connects) are left out: warnings and errors only.
       def self.start(argv, out: $stdout, err: $stderr)
         stdout = $stdout
         $stdout = err
+        level = Sidekiq.logger.level
+        Sidekiq.logger.level = [level, ::Logger::WARN].max
         new(out, err).run(argv.dup)
       ensure
         $stdout = stdout
+        Sidekiq.logger.level = level if level
       end
 
       def initialize(out, err)
