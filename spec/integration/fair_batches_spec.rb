@@ -1,0 +1,158 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/fair_app"
+require_relative "../support/conservation/redis_view"
+
+# Draining (fair-off) and clearing a fair backlog run in bounded script calls; between two calls pushes,
+# fetches and acknowledgements go on. Every job is in exactly one place after each call, the state's counters
+# are exact, and a tenant is scheduled exactly while its list holds jobs.
+RSpec.describe "Fair backlog drained and cleared in batches" do
+  let(:fair) { Sidekiq::FairTenant::FairQueues }
+  let(:names) { Sidekiq::FairTenant::Native::Names }
+  let(:base) { fair.base("fair") }
+  let(:acked) { [] }
+  let(:held) { [] }
+  let(:fetch) do
+    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "batches:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+  end
+
+  before do
+    redis.flushdb
+    stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    Sidekiq::FairTenant.weights.set(0, tenant: "paused")
+  end
+
+  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+
+  def jid_of(job) = JSON.parse(job)["jid"]
+
+  def fill
+    jids = Array.new(24) { |i| FairJob.perform_async("t#{i % 12}", i) }
+    jids += Array.new(8) { |i| FairJob.perform_async("paused", 100 + i) }
+    jids + Array.new(5) { |i| CappedFairJob.perform_async("capped", 200 + i) }
+  end
+
+  # Pushes, fetches and acknowledges (the job fetched the round before) between two batch calls; the jids pushed.
+  def meanwhile(round)
+    pushed = [FairJob.perform_async("t#{round % 3}", 1000 + round), FairJob.perform_async("paused", 2000 + round)]
+    if (unit = held.shift)
+      unit.acknowledge
+      acked << jid_of(unit.job)
+    end
+    fetch.retrieve_work&.then { |fetched| held << fetched }
+    fetch.flush_acks
+    pushed
+  end
+
+  # Tenants scheduled (ready, capped, over, paused) and in heads are exactly those whose lists hold jobs.
+  def scheduled_as_listed
+    prefix = "#{base}#{names::TENANT_LIST}"
+    lists = redis.keys("#{prefix}*").to_h { |key| [key.delete_prefix(prefix), redis.llen(key)] }
+    digits = names::ACTIVATION_DIGITS
+    tiers = [names::READY, names::CAPPED, names::OVER].flat_map { |tier| redis.zrange("#{base}#{tier}", 0, -1) }
+    scheduled = tiers.map { |member| member[digits..] } + redis.smembers("#{base}#{names::PAUSED}")
+    expect(scheduled.tally.values).to all(eq(1))
+    expect(scheduled).to match_array(lists.select { |_, len| len.positive? }.keys)
+    expect(redis.zrange("#{base}#{names::HEADS}", 0, -1)).to match_array(scheduled)
+  end
+
+  # Every jid pushed is in one place (waiting, in flight, queue:fair), or was acknowledged, or deleted.
+  def check_places(pushed, deleted: 0)
+    view = Sidekiq.redis { |conn| Conservation::RedisView.new(conn, %w[fair]) }
+    expect(view.problems).to eq([])
+    expect(view.places.values.map(&:size)).to all(eq(1))
+    expect(view.places.keys & acked).to eq([])
+    expect(pushed - view.places.keys - acked).to have_attributes(size: deleted)
+    expect(view.places.keys - pushed).to eq([])
+    scheduled_as_listed
+    view
+  end
+
+  def drain_step(batch)
+    Sidekiq.redis { |conn| fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", batch]) }
+  end
+
+  def clear_step(batch) = Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch]) }
+
+  it "drains in calls of 3 jobs to the end: fair order first, each paused tenant's jobs last, oldest first" do
+    Array.new(6) { |i| FairJob.perform_async("t#{i % 2}", i) }
+    Array.new(7) { |i| FairJob.perform_async("paused", 100 + i) }
+
+    moved = Sidekiq.redis { |conn| fair.drain(conn, "fair", batch: 3) }
+
+    expect(moved).to eq(13)
+    order = redis.lrange("queue:fair", 0, -1).reverse.map { |job| JSON.parse(job)["args"] } # Sidekiq's RPOP order
+    expect(order).to eq([["t0", 0], ["t1", 1], ["t0", 2], ["t1", 3], ["t0", 4], ["t1", 5]] +
+                        Array.new(7) { |i| ["paused", 100 + i] })
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+    expect(redis.smembers("#{base}#{names::PAUSED}")).to eq([])
+  end
+
+  it "keeps every job in one place and the state exact while pushes, fetches and acks go on between drain calls" do
+    pushed = fill
+    pushed += meanwhile(0)
+    8.times do |round|
+      expect(drain_step(3)).to eq(3)
+      check_places(pushed)
+      pushed += meanwhile(round + 1)
+    end
+    loop do # the rest, nothing else going on (a fetch adopts drained jobs back)
+      moved = drain_step(3)
+      expect(moved).to be <= 3
+      check_places(pushed)
+      break if moved < 3
+    end
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+    expect(redis.llen("queue:fair")).to be_positive
+  end
+
+  it "clears in calls of 3 tenants to the end, paused and capped tenants included" do
+    fill
+    capped = "#{base}#{names::CAPPED}"
+    until redis.zcard(capped).positive? # capped's 2 slots taken (in flight), its next job held back
+      unit = fetch.retrieve_work
+      unit.acknowledge unless JSON.parse(unit.job)["class"] == "CappedFairJob"
+    end
+    fetch.flush_acks
+    expect(redis.keys("*#{names::WAITING}").size).to eq(1)
+    waiting = fair.backlog(redis, "fair")
+
+    deleted = Sidekiq.redis { |conn| fair.clear(conn, "fair", batch: 3) }
+
+    expect(deleted).to eq(waiting)
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+    %w[READY CAPPED OVER PAUSED HEADS SIG].each do |set|
+      expect(redis.exists?("#{base}#{names.const_get(set)}")).to be(false)
+    end
+    expect(redis.keys("*#{names::WAITING}")).to eq([])
+  end
+
+  it "keeps every job in one place and the state exact while pushes, fetches and acks go on between clear calls" do
+    pushed = fill
+    pushed += meanwhile(0)
+    deleted = 0
+    4.times do |round|
+      gone, more = clear_step(3)
+      expect(more).to eq(1)
+      deleted += gone
+      check_places(pushed, deleted: deleted)
+      pushed += meanwhile(round + 1)
+    end
+    loop do
+      tenants = redis.zcard("#{base}#{names::HEADS}")
+      gone, more = clear_step(3)
+      expect(tenants - redis.zcard("#{base}#{names::HEADS}")).to be <= 3
+      deleted += gone
+      check_places(pushed, deleted: deleted)
+      break if more.zero?
+    end
+    expect(deleted).to be_positive
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+  end
+end
