@@ -155,4 +155,41 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(fair.backlog(redis, "fair")).to eq(0)
     expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
   end
+
+  it "recovers a dead process's in-flight jobs in calls of 3 to the end, each job back once" do
+    recovery = Sidekiq::FairTenant::FairFetch::Recovery
+    stub_const("#{recovery}::ENTRIES", 3)
+    recovery::PACE.never!
+    pushed = Array.new(10) { |i| FairJob.perform_async("t#{i % 3}", i) }
+    dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    8.times { dead.retrieve_work }
+    expect(redis.llen(dead.inflight_key)).to eq(8)
+
+    Sidekiq.redis { |conn| expect(recovery.sweep(conn)).to include(suspected: 1, recovered: 0) }
+    redis.hgetall(recovery::SUSPECTS).each { |id, since| redis.hset(recovery::SUSPECTS, id, since.to_f - 3600) }
+    sent = monitor_commands do
+      Sidekiq.redis { |conn| expect(recovery.sweep(conn)).to include(recovered: 8, processes: 1) }
+    end
+    expect(sent.count("lrange")).to eq(3) # 3 + 3 + 2 entries
+
+    expect(redis.llen(dead.inflight_key)).to eq(0)
+    expect(redis.sismember(recovery::REGISTRY, "dead:1:a")).to be(false)
+    expect(fair.backlog(redis, "fair")).to eq(10)
+    check_places(pushed)
+  ensure
+    recovery::PACE.now!
+  end
+
+  it "reads a fair_stats page of tenants in calls of ROWS rows, as one call would" do
+    7.times { |i| FairJob.perform_async("t#{i}", i) }
+    stats = Sidekiq::FairTenant.fair_stats
+    rows = ->(page) { page.map { |row| row.except(:oldest_age) } }
+    whole = rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])
+    stub_const("Sidekiq::FairTenant::FairStats::ROWS", 2)
+
+    sent = monitor_commands { expect(rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])).to eq(whole) }
+
+    expect(whole.map { |row| row[:tenant] }).to eq(%w[t1 t2 t3 t4 t5])
+    expect(sent.count("evalsha")).to eq(4) # stats: 2 + 2 + 1 rows; held: the counts
+  end
 end
