@@ -3,6 +3,7 @@
 # bench/longest.rb alone (bin/bench runs it last, after 15-20 minutes of the rest), on a private redis-server:
 #
 #   LONGEST_JOBS=1000000 LONGEST_TENANTS=100000 bundle exec ruby bench/longest_alone.rb
+#   LONGEST_NICE=-10 ...   # the redis-server at that priority (root only): less preempted on a busy machine
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "logger"
 require "json"
@@ -42,6 +43,9 @@ module FairBench
 end
 
 require_relative "longest"
+if (nice = ENV.fetch("LONGEST_NICE", nil))
+  Process.setpriority(Process::PRIO_PROCESS, Integer(FairBench.redis.info("server")["process_id"]), Integer(nice))
+end
 begin
   LongestBench.print(LongestBench.run)
 ensure
