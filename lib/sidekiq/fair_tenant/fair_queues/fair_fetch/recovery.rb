@@ -58,7 +58,7 @@ module Sidekiq
             found = 0
             loop do
               entries = conn.call("LRANGE", key, -ENTRIES, -1)
-              taken = entries.empty? ? 0 : recover_entries(conn, identity, key, entries)
+              taken = recover_entries(conn, identity, key, entries) # none: the process is forgotten all the same
               found += taken
               break if taken < ENTRIES || conn.call("SISMEMBER", REGISTRY, identity).to_i == 1
             end
