@@ -29,6 +29,7 @@ module LongestSetups
       "adopt (1,000 jobs from queue:<name>)" => -> { adopt(queue, tenants, 1_000) },
       "delete, tenant known" => -> { delete(queue, "t#{tenants - 1}", "t#{tenants - 1}") },
       "delete, tenant unknown (scan)" => -> { delete(queue, "t#{tenants - 2}", "nobody") },
+      "delete, a tenant's only job" => -> { delete_only(queue) },
       "fair-off drain (FairQueues.drain)" =>
         -> { Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.drain(conn, queue) } } }
   end
@@ -44,6 +45,13 @@ module LongestSetups
     base = Sidekiq::FairTenant::FairQueues.base(queue)
     job = redis.lindex("#{base}#{Sidekiq::FairTenant::Native::Names::TENANT_LIST}#{owner}", -1)
     Sidekiq::FairTenant::FairBacklog.delete(queue, job, tenant)
+  end
+
+  # A new tenant's only job pushed, then deleted: its place among every tenant's in the rotation is searched.
+  def delete_only(queue)
+    job = format('{"class":"BenchFairJob","queue":"%s","args":[0],"jid":"solo"}', queue)
+    Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.push(conn, queue, [["solo", job]]) }
+    Sidekiq::FairTenant::FairBacklog.delete(queue, job, "solo")
   end
 
   def fetch_and_ack(queue, count)

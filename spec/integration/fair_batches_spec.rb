@@ -192,4 +192,19 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(whole.map { |row| row[:tenant] }).to eq(%w[t1 t2 t3 t4 t5])
     expect(sent.count("evalsha")).to eq(4) # stats: 2 + 2 + 1 rows; held: the counts
   end
+
+  it "deletes a tenant's only job while its place is searched SEARCH members per call, the state exact" do
+    stub_const("Sidekiq::FairTenant::FairBacklog::SEARCH", 2)
+    pushed = Array.new(200) { |i| FairJob.perform_async("s#{i}", i) } # past 128 members: ZSCAN goes step by step
+    only = ->(tenant) { redis.lindex("#{base}#{names::TENANT_LIST}#{tenant}", 0) }
+    last = only.call("s199")
+
+    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", last, "s199")).to be(true) }
+    expect(sent.count("evalsha")).to be > 3
+    expect(Sidekiq::FairTenant::FairBacklog.delete("fair", only.call("s7"), "nobody")).to be(true) # scanned for
+
+    expect(fair.backlog(redis, "fair")).to eq(198)
+    check_places(pushed, deleted: 2)
+    expect(redis.zscore("#{base}#{names::FIN}", "s199")).to be_nil # its start tag is not ahead of v
+  end
 end
