@@ -86,6 +86,12 @@ pub const WEIGHT_SEPARATOR: &str = "\n";
 pub const ACTIVATION_DIGITS: u64 = 16;
 /// Most wake-up tokens kept per queue: enough to wake every idle thread of a large fleet.
 pub const TOKEN_CAP: u64 = 1000;
+/// Most jobs one call of the drain script moves (`fair-off`), paused tenants' included.
+pub const DRAIN_BATCH: u64 = 100;
+/// Most tenants one call of the clear script deletes (Queue#clear); their lists are UNLINKed.
+pub const CLEAR_BATCH: u64 = 200;
+/// Most in-flight entries of a dead process one recover call takes back.
+pub const RECOVER_BATCH: u64 = 50;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
@@ -191,6 +197,9 @@ pub const NAMES: &[Name] = &[
         &["sub(17)", "%016x", "(?, 16)", "..16]", "[16..", "+ 18"],
     ),
     n("TOKEN_CAP", TOKEN_CAP, &["CAP = 1000"]),
+    n("DRAIN_BATCH", DRAIN_BATCH, &[]),
+    n("CLEAR_BATCH", CLEAR_BATCH, &[]),
+    n("RECOVER_BATCH", RECOVER_BATCH, &[]),
 ];
 
 /// A script's final text: the prelude of the `K_<NAME>` constants its parts use, then the parts (a script

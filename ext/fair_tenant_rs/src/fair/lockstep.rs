@@ -568,6 +568,7 @@ impl<'a> Lockstep<'a> {
                     .arg(&tenant)
                     .arg("")
                     .arg(0)
+                    .arg(1000) // a tenant's place searched: few tenants, each tier read whole in one step
                     .invoke(self.con)
                     .unwrap();
                 let deleted = matches!(reply.first(), Some(Value::Int(1)));

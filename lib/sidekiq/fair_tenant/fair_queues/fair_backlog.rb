@@ -12,6 +12,7 @@ module Sidekiq
       MAX_PAGE = 1000 # jobs per round trip for a Web page (its size is a URL parameter)
       STEPS = 1000 # tenants looked at per round trip when listing, or passed over for the latency
       SCAN = 100 # tenants whose lists one round trip of a delete looks through (ZSCAN's COUNT)
+      SEARCH = 2000 # members one round trip of a delete looks through for a tenant's place (its only job goes)
       CAPPED_READ = 1000 # capped tenants the latency reads; past them it looks at a tenant's scope
       HELD_MAX = 10_000 # paused, capped and over tenants whose jobs the stats count, per set
       START = ["", "", 0, 0].freeze # a walk's cursor (score, tenant, offset, length) before the first tenant
@@ -99,15 +100,24 @@ module Sidekiq
       end
 
       # Deletes one waiting job (its exact payload) from the queue's fair backlog: looked for in `tenant`'s
-      # list first, then in every tenant's, `SCAN` tenants per round trip. True when deleted.
+      # list first, then in every tenant's, `SCAN` tenants per round trip; a tenant's only job goes once its
+      # place in the rotation is found, `SEARCH` members looked through per round trip. True when deleted.
       def delete(queue, job, tenant)
         cursor = "0"
+        search = []
         Sidekiq.redis do |conn|
           loop do
-            deleted, cursor = FairQueues.run(conn, "delete", [],
-                                             [FairQueues.base(queue), queue, job, tenant, cursor, SCAN])
-            return true if deleted.to_i == 1
-            return false if cursor == "0"
+            found, *rest = FairQueues.run(conn, "delete", [],
+                                          [FairQueues.base(queue), queue, job, tenant, cursor, SCAN, SEARCH, *search])
+            return true if found.to_i == 1
+
+            if found.to_i == 2 # the search for the tenant's place goes on
+              tenant, *search = rest
+              next
+            end
+            return false if rest[0] == "0" || search.any?
+
+            cursor = rest[0]
           end
         end
       end

@@ -80,8 +80,8 @@ module Sidekiq
       end
 
       # Switching fair fetch off for a queue: moves its whole fair backlog back to `queue:<name>` in fair
-      # order, `batch` jobs per round trip. Returns the number of jobs moved.
-      def drain(conn, queue, batch: 1000)
+      # order, paused tenants' jobs last, `batch` jobs per round trip. Returns the number of jobs moved.
+      def drain(conn, queue, batch: NAMES::DRAIN_BATCH)
         total = 0
         loop do
           moved = run(conn, "drain", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue.to_s, batch]).to_i
@@ -90,9 +90,14 @@ module Sidekiq
         end
       end
 
-      # Deletes a queue's fair backlog; returns the number of jobs deleted.
-      def clear(conn, queue)
-        run(conn, "clear", [], [base(queue)])
+      # Deletes a queue's fair backlog, `batch` tenants per round trip; returns the number of jobs deleted.
+      def clear(conn, queue, batch: NAMES::CLEAR_BATCH)
+        total = 0
+        loop do
+          deleted, more = run(conn, "clear", [], [base(queue), queue.to_s, batch])
+          total += deleted.to_i
+          return total if more.to_i.zero?
+        end
       end
 
       # Moves the oldest jobs of a fair queue's `queue:<name>` list into fair order (their tenants found as

@@ -29,6 +29,7 @@ module Sidekiq
     # threads nobody else needs.
     class FairStats
       MAX_PAGE = 1_000
+      ROWS = 250 # tenant rows per round trip of a page (a longer page takes several, so a row may repeat)
       NAMES = Native::Names
 
       # Every queue of Sidekiq's `queues` set that is fair here or holds a fair backlog.
@@ -66,15 +67,22 @@ module Sidekiq
       end
 
       def page(conn, name, offset, limit, capped_limit)
-        backlog, waiting, rows, capped_count, capped = FairQueues.run(
-          conn, "stats", [FairQueues::WEIGHTS_KEY], [FairQueues.base(name), name, offset, limit, capped_limit]
-        )
+        backlog, waiting, rows, capped_count, capped = stats_call(conn, name, offset, limit, capped_limit)
+        while rows.size < limit && (more = stats_call(conn, name, offset + rows.size, limit - rows.size, 0)[2]).any?
+          rows.concat(more)
+        end
         running = in_flight(conn).fetch(name, {})
         now = Time.now.to_f
         { queue: name, backlog: backlog.to_i, **FairBacklog.counts(conn, name, backlog.to_i),
           in_flight: running.values.sum, tenants: waiting.to_i,
           page: rows.map { |row| tenant_row(name, row, running, now) },
           capped_tenants: capped_count.to_i, capped: capped.map { |row| capped_row(row) } }
+      end
+
+      # One call of the stats script: at most ROWS tenant rows (and `capped_limit` capped tenants).
+      def stats_call(conn, name, offset, limit, capped_limit)
+        FairQueues.run(conn, "stats", [FairQueues::WEIGHTS_KEY],
+                       [FairQueues.base(name), name, offset, [limit, ROWS].min, capped_limit])
       end
 
       def capped_row(row)

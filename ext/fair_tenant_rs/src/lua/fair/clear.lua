@@ -1,23 +1,53 @@
--- Deletes a fair queue's backlog (Sidekiq::Queue#clear, the Queues page's Delete): every waiting job of
--- every tenant (held back by a cap or not), and the queue's scheduling state. Jobs in flight are not touched
--- (their slots are given back with their acknowledgements).
+-- Deletes a fair queue's backlog (Sidekiq::Queue#clear, the Queues page's Delete), `max` tenants per call:
+-- every waiting job of a tenant (held back by a cap or not) with its place in the scheduling state (ready,
+-- capped or over and its waiting entry on its scope, paused, heads), so the state is whole between calls and
+-- a job pushed meanwhile is either deleted with its tenant or kept. A list is UNLINKed (freed outside the
+-- script). The call that finds nothing left deletes the wake-up tokens. Jobs in flight are not touched
+-- (their slots are given back with their acknowledgements). The caller calls again until done.
 -- KEYS  (none)
--- ARGV  base
--- Returns the number of jobs deleted.
+-- ARGV  base, queue, max
+-- Returns {jobs deleted, 1 when more may be left else 0}.
 local k = fair_keys(ARGV[1], '')
-local deleted = 0
+local queue, max = ARGV[2], tonumber(ARGV[3])
+local deleted, tenants = 0, 0
+
 local function drop(tenant)
-  deleted = deleted + redis.call('LLEN', k.prefix .. tenant)
-  redis.call('DEL', k.prefix .. tenant)
+  local list = k.prefix .. tenant
+  local len = redis.call('LLEN', list)
+  if len > 0 then
+    redis.call('UNLINK', list)
+    redis.call('HINCRBY', k.state, K_STATE_N, -len)
+    deleted = deleted + len
+  end
+  redis.call('ZREM', k.heads, tenant)
+  tenants = tenants + 1
 end
-for _, set in ipairs({ k.ready, k.capped, k.over }) do
-  for _, member in ipairs(redis.call('ZRANGE', set, 0, -1)) do
-    drop(member_tenant(member))
+
+for _, tier in ipairs({ k.ready, k.capped, k.over }) do
+  if tenants >= max then break end
+  for _, member in ipairs(redis.call('ZRANGE', tier, 0, max - tenants - 1)) do
+    local tenant = member_tenant(member)
+    if tier ~= k.ready then
+      local slot = slot_of(redis.call('LINDEX', k.prefix .. tenant, 0))
+      if slot then redis.call('ZREM', slot.waiting, waiting_entry(k, queue, tier, member)) end
+    end
+    redis.call('ZREM', tier, member)
+    drop(tenant)
   end
 end
-for _, tenant in ipairs(redis.call('SMEMBERS', k.paused)) do
-  drop(tenant)
+if tenants < max then
+  for _, tenant in ipairs(redis.call('SPOP', k.paused, max - tenants)) do
+    drop(tenant)
+  end
 end
-redis.call('DEL', k.ready, k.capped, k.over, k.paused, k.sig, k.heads)
-redis.call('HSET', k.state, K_STATE_N, 0)
-return deleted
+if tenants < max then -- tenants in heads alone (a state left half-made by hand)
+  for _, tenant in ipairs(redis.call('ZRANGE', k.heads, 0, max - tenants - 1)) do
+    drop(tenant)
+  end
+end
+if tenants < max then
+  redis.call('DEL', k.sig)
+  redis.call('HSET', k.state, K_STATE_N, 0)
+  return { deleted, 0 }
+end
+return { deleted, 1 }

@@ -1,6 +1,7 @@
 -- Switching fair fetch off for a queue: moves up to `max` jobs of its fair backlog back to
--- `queue:<name>` in fair order (Sidekiq then fetches them oldest-pushed first), paused tenants' jobs last.
--- Jobs in flight stay where they are (they are acknowledged or requeued as usual).
+-- `queue:<name>` in fair order (Sidekiq then fetches them oldest-pushed first), paused tenants' jobs last,
+-- each paused tenant's oldest first. Jobs in flight stay where they are (they are acknowledged or requeued
+-- as usual). The caller calls again until fewer than `max` move.
 -- KEYS  queue:<name>, weights
 -- ARGV  base, queue, max
 -- Returns the number of jobs moved (fewer than max: the backlog is empty).
@@ -13,17 +14,23 @@ while moved < max do
   redis.call('LPUSH', KEYS[1], job)
   moved = moved + 1
 end
-if moved < max then
-  for _, tenant in ipairs(redis.call('SMEMBERS', k.paused)) do
-    local jobs = redis.call('LRANGE', k.prefix .. tenant, 0, -1)
-    for _, job in ipairs(jobs) do
-      redis.call('LPUSH', KEYS[1], job)
-    end
-    redis.call('DEL', k.prefix .. tenant)
+while moved < max do
+  local tenant = redis.call('SRANDMEMBER', k.paused)
+  if not tenant then break end
+  local list = k.prefix .. tenant
+  local jobs = redis.call('LRANGE', list, 0, max - moved - 1)
+  for i = 1, #jobs, 1000 do
+    redis.call('LPUSH', KEYS[1], unpack(jobs, i, math.min(i + 999, #jobs)))
+  end
+  redis.call('LTRIM', list, #jobs, -1)
+  redis.call('HINCRBY', k.state, K_STATE_N, -#jobs)
+  moved = moved + #jobs
+  local next_job = redis.call('LINDEX', list, 0)
+  if next_job then
+    redis.call('ZADD', k.heads, job_time(next_job), tenant)
+  else
     redis.call('ZREM', k.heads, tenant)
     redis.call('SREM', k.paused, tenant)
-    redis.call('HINCRBY', k.state, K_STATE_N, -#jobs)
-    moved = moved + #jobs
   end
 end
 if moved > 0 then redis.call('SADD', 'queues', queue) end

@@ -28,6 +28,7 @@ module Sidekiq
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
         LOCK = Native::Fair.recovery_lock_key.freeze
         KEEP = Native::Fair::RECOVERED_KEEP_SECONDS
+        ENTRIES = Native::Names::RECOVER_BATCH
 
         # When this process next tries the fleet's lease (Sweeper).
         PACE = Interval.new(INTERVAL)
@@ -48,21 +49,35 @@ module Sidekiq
           end
 
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other
-          # queues to `queue:<name>`). Returns the number of entries taken.
+          # queues to `queue:<name>`), the oldest ENTRIES per call (from the list's tail, where each call's
+          # searches start), so a tenant gets a later call's jobs ahead of an earlier one's. Between calls, a
+          # process that registered again (it was only stalled) keeps the rest. Returns the number of entries
+          # taken.
           def recover_process(conn, identity)
             key = Native::Fair.inflight_key(identity)
-            killed = []
-            triples = conn.call("LRANGE", key, 0, -1).flat_map { |entry| disposition(entry, killed) }
-            found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead",
-                                                 Native::Fair.recovered_key(identity)],
-                                   ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, identity,
-                                    Time.now.to_f.to_s, KEEP, *triples])
-            Dead.written(killed)
+            found = 0
+            loop do
+              entries = conn.call("LRANGE", key, -ENTRIES, -1)
+              taken = recover_entries(conn, identity, key, entries) # none: the process is forgotten all the same
+              found += taken
+              break if taken < ENTRIES || conn.call("SISMEMBER", REGISTRY, identity).to_i == 1
+            end
             log(identity, found) if found.positive?
             found
           end
 
           private
+
+          def recover_entries(conn, identity, key, entries)
+            killed = []
+            triples = entries.flat_map { |entry| disposition(entry, killed) }
+            found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead",
+                                                 Native::Fair.recovered_key(identity)],
+                                   ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, identity,
+                                    Time.now.to_f.to_s, KEEP, *triples])
+            Dead.written(killed)
+            found.to_i
+          end
 
           def look(conn, own_identity)
             result = { recovered: 0, processes: 0, suspected: 0, due_in: nil }

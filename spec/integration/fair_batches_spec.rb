@@ -1,0 +1,210 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/fair_app"
+require_relative "../support/conservation/redis_view"
+
+# Draining (fair-off) and clearing a fair backlog run in bounded script calls; between two calls pushes,
+# fetches and acknowledgements go on. Every job is in exactly one place after each call, the state's counters
+# are exact, and a tenant is scheduled exactly while its list holds jobs.
+RSpec.describe "Fair backlog drained and cleared in batches" do
+  let(:fair) { Sidekiq::FairTenant::FairQueues }
+  let(:names) { Sidekiq::FairTenant::Native::Names }
+  let(:base) { fair.base("fair") }
+  let(:acked) { [] }
+  let(:held) { [] }
+  let(:fetch) do
+    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "batches:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+  end
+
+  before do
+    redis.flushdb
+    stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    Sidekiq::FairTenant.weights.set(0, tenant: "paused")
+  end
+
+  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+
+  def jid_of(job) = JSON.parse(job)["jid"]
+
+  def fill
+    jids = Array.new(24) { |i| FairJob.perform_async("t#{i % 12}", i) }
+    jids += Array.new(8) { |i| FairJob.perform_async("paused", 100 + i) }
+    jids + Array.new(5) { |i| CappedFairJob.perform_async("capped", 200 + i) }
+  end
+
+  # Pushes, fetches and acknowledges (the job fetched the round before) between two batch calls; the jids pushed.
+  def meanwhile(round)
+    pushed = [FairJob.perform_async("t#{round % 3}", 1000 + round), FairJob.perform_async("paused", 2000 + round)]
+    if (unit = held.shift)
+      unit.acknowledge
+      acked << jid_of(unit.job)
+    end
+    fetch.retrieve_work&.then { |fetched| held << fetched }
+    fetch.flush_acks
+    pushed
+  end
+
+  # Tenants scheduled (ready, capped, over, paused) and in heads are exactly those whose lists hold jobs.
+  def scheduled_as_listed
+    prefix = "#{base}#{names::TENANT_LIST}"
+    lists = redis.keys("#{prefix}*").to_h { |key| [key.delete_prefix(prefix), redis.llen(key)] }
+    digits = names::ACTIVATION_DIGITS
+    tiers = [names::READY, names::CAPPED, names::OVER].flat_map { |tier| redis.zrange("#{base}#{tier}", 0, -1) }
+    scheduled = tiers.map { |member| member[digits..] } + redis.smembers("#{base}#{names::PAUSED}")
+    expect(scheduled.tally.values).to all(eq(1))
+    expect(scheduled).to match_array(lists.select { |_, len| len.positive? }.keys)
+    expect(redis.zrange("#{base}#{names::HEADS}", 0, -1)).to match_array(scheduled)
+  end
+
+  # Every jid pushed is in one place (waiting, in flight, queue:fair), or was acknowledged, or deleted.
+  def check_places(pushed, deleted: 0)
+    view = Sidekiq.redis { |conn| Conservation::RedisView.new(conn, %w[fair]) }
+    expect(view.problems).to eq([])
+    expect(view.places.values.map(&:size)).to all(eq(1))
+    expect(view.places.keys & acked).to eq([])
+    expect(pushed - view.places.keys - acked).to have_attributes(size: deleted)
+    expect(view.places.keys - pushed).to eq([])
+    scheduled_as_listed
+    view
+  end
+
+  def drain_step(batch)
+    Sidekiq.redis { |conn| fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", batch]) }
+  end
+
+  def clear_step(batch) = Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch]) }
+
+  it "drains in calls of 3 jobs to the end: fair order first, each paused tenant's jobs last, oldest first" do
+    Array.new(6) { |i| FairJob.perform_async("t#{i % 2}", i) }
+    Array.new(7) { |i| FairJob.perform_async("paused", 100 + i) }
+
+    moved = Sidekiq.redis { |conn| fair.drain(conn, "fair", batch: 3) }
+
+    expect(moved).to eq(13)
+    order = redis.lrange("queue:fair", 0, -1).reverse.map { |job| JSON.parse(job)["args"] } # Sidekiq's RPOP order
+    expect(order).to eq([["t0", 0], ["t1", 1], ["t0", 2], ["t1", 3], ["t0", 4], ["t1", 5]] +
+                        Array.new(7) { |i| ["paused", 100 + i] })
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+    expect(redis.smembers("#{base}#{names::PAUSED}")).to eq([])
+  end
+
+  it "keeps every job in one place and the state exact while pushes, fetches and acks go on between drain calls" do
+    pushed = fill
+    pushed += meanwhile(0)
+    8.times do |round|
+      expect(drain_step(3)).to eq(3)
+      check_places(pushed)
+      pushed += meanwhile(round + 1)
+    end
+    loop do # the rest, nothing else going on (a fetch adopts drained jobs back)
+      moved = drain_step(3)
+      expect(moved).to be <= 3
+      check_places(pushed)
+      break if moved < 3
+    end
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+    expect(redis.llen("queue:fair")).to be_positive
+  end
+
+  it "clears in calls of 3 tenants to the end, paused and capped tenants included" do
+    fill
+    capped = "#{base}#{names::CAPPED}"
+    until redis.zcard(capped).positive? # capped's 2 slots taken (in flight), its next job held back
+      unit = fetch.retrieve_work
+      unit.acknowledge unless JSON.parse(unit.job)["class"] == "CappedFairJob"
+    end
+    fetch.flush_acks
+    expect(redis.keys("*#{names::WAITING}").size).to eq(1)
+    waiting = fair.backlog(redis, "fair")
+
+    deleted = Sidekiq.redis { |conn| fair.clear(conn, "fair", batch: 3) }
+
+    expect(deleted).to eq(waiting)
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+    %w[READY CAPPED OVER PAUSED HEADS SIG].each do |set|
+      expect(redis.exists?("#{base}#{names.const_get(set)}")).to be(false)
+    end
+    expect(redis.keys("*#{names::WAITING}")).to eq([])
+  end
+
+  it "keeps every job in one place and the state exact while pushes, fetches and acks go on between clear calls" do
+    pushed = fill
+    pushed += meanwhile(0)
+    deleted = 0
+    4.times do |round|
+      gone, more = clear_step(3)
+      expect(more).to eq(1)
+      deleted += gone
+      check_places(pushed, deleted: deleted)
+      pushed += meanwhile(round + 1)
+    end
+    loop do
+      tenants = redis.zcard("#{base}#{names::HEADS}")
+      gone, more = clear_step(3)
+      expect(tenants - redis.zcard("#{base}#{names::HEADS}")).to be <= 3
+      deleted += gone
+      check_places(pushed, deleted: deleted)
+      break if more.zero?
+    end
+    expect(deleted).to be_positive
+    expect(fair.backlog(redis, "fair")).to eq(0)
+    expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
+  end
+
+  it "recovers a dead process's in-flight jobs in calls of 3 to the end, each job back once" do
+    recovery = Sidekiq::FairTenant::FairFetch::Recovery
+    stub_const("#{recovery}::ENTRIES", 3)
+    recovery::PACE.never!
+    pushed = Array.new(10) { |i| FairJob.perform_async("t#{i % 3}", i) }
+    dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    8.times { dead.retrieve_work }
+    expect(redis.llen(dead.inflight_key)).to eq(8)
+
+    Sidekiq.redis { |conn| expect(recovery.sweep(conn)).to include(suspected: 1, recovered: 0) }
+    redis.hgetall(recovery::SUSPECTS).each { |id, since| redis.hset(recovery::SUSPECTS, id, since.to_f - 3600) }
+    sent = monitor_commands do
+      Sidekiq.redis { |conn| expect(recovery.sweep(conn)).to include(recovered: 8, processes: 1) }
+    end
+    expect(sent.count("lrange")).to eq(3) # 3 + 3 + 2 entries
+
+    expect(redis.llen(dead.inflight_key)).to eq(0)
+    expect(redis.sismember(recovery::REGISTRY, "dead:1:a")).to be(false)
+    expect(fair.backlog(redis, "fair")).to eq(10)
+    check_places(pushed)
+  ensure
+    recovery::PACE.now!
+  end
+
+  it "reads a fair_stats page of tenants in calls of ROWS rows, as one call would" do
+    7.times { |i| FairJob.perform_async("t#{i}", i) }
+    stats = Sidekiq::FairTenant.fair_stats
+    rows = ->(page) { page.map { |row| row.except(:oldest_age) } }
+    whole = rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])
+    stub_const("Sidekiq::FairTenant::FairStats::ROWS", 2)
+
+    sent = monitor_commands { expect(rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])).to eq(whole) }
+
+    expect(whole.map { |row| row[:tenant] }).to eq(%w[t1 t2 t3 t4 t5])
+    expect(sent.count("evalsha")).to eq(4) # stats: 2 + 2 + 1 rows; held: the counts
+  end
+
+  it "deletes a tenant's only job while its place is searched SEARCH members per call, the state exact" do
+    stub_const("Sidekiq::FairTenant::FairBacklog::SEARCH", 2)
+    pushed = Array.new(200) { |i| FairJob.perform_async("s#{i}", i) } # past 128 members: ZSCAN goes step by step
+    only = ->(tenant) { redis.lindex("#{base}#{names::TENANT_LIST}#{tenant}", 0) }
+    last = only.call("s199")
+
+    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", last, "s199")).to be(true) }
+    expect(sent.count("evalsha")).to be > 3
+    expect(Sidekiq::FairTenant::FairBacklog.delete("fair", only.call("s7"), "nobody")).to be(true) # scanned for
+
+    expect(fair.backlog(redis, "fair")).to eq(198)
+    check_places(pushed, deleted: 2)
+    expect(redis.zscore("#{base}#{names::FIN}", "s199")).to be_nil # its start tag is not ahead of v
+  end
+end
