@@ -14,9 +14,10 @@ use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
-use redis::{Connection, Script, Value};
+use redis::{Connection, Value};
 
 use crate::fair::caps::{CappedSfq, Slot, Tier};
+use crate::fair::scripts::Function;
 use crate::fair::{self, Tag};
 use crate::slots;
 
@@ -262,17 +263,17 @@ struct Lockstep<'a> {
     model: CappedSfq,
     processes: Vec<Process>,
     next_jid: u64,
-    push: Script,
-    fetch: Script,
-    ack: Script,
-    weight: Script,
-    delete: Script,
+    push: Function,
+    fetch: Function,
+    ack: Function,
+    weight: Function,
+    delete: Function,
     /// What the last step's scripts did (pushed jobs and their limits, the job served), for the report.
     note: String,
 }
 
-fn script(name: &str) -> Script {
-    Script::new(&fair::script(name).unwrap().source)
+fn script(name: &str) -> Function {
+    Function::new(name)
 }
 
 /// The jid of a job this test wrote (`job_json`: `"jid":"<n>"`, whatever a recovery put in front of it).

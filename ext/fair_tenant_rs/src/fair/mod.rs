@@ -25,12 +25,12 @@ mod lockstep;
 pub mod rules;
 
 mod keys;
-mod scripts;
+pub(crate) mod scripts;
 #[cfg(any(test, feature = "bench"))]
 mod sfq;
 
 pub use keys::*;
-pub use scripts::{script, FairScript};
+pub use scripts::{library, script, FairLibrary, FairScript};
 #[cfg(any(test, feature = "bench"))]
 pub use sfq::Sfq;
 #[cfg(test)]

@@ -25,8 +25,10 @@ module Sidekiq
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
+      LIBRARY = Native::Fair.library_source.freeze
       SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held].to_h do |name|
-        [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
+        [name, [Native::Fair.function_name(name).freeze, LIBRARY, Native::Fair.script_sha(name).freeze,
+                Native::Fair.script_source(name).freeze].freeze]
       end.freeze
 
       module_function
@@ -55,9 +57,9 @@ module Sidekiq
         "#{base(queue)}#{suffix}"
       end
 
-      # Runs a fair-queue script on one of Sidekiq's connections (ScriptRunner).
+      # Runs a fair-queue script on one of Sidekiq's connections (ScriptRunner: its function, or EVALSHA).
       def run(conn, name, keys, argv)
-        ScriptRunner.run(conn, *SCRIPTS.fetch(name), keys, argv)
+        ScriptRunner.fcall(conn, SCRIPTS.fetch(name), keys, argv)
       end
 
       # The tenant of a payload, found as for re-routing; a job with none belongs to the shared tenant.

@@ -356,7 +356,7 @@ local function glob_escape(s)
   return (s:gsub('[%*%?%[%]\\]', '\\%0'))
 end
 
-local ACTIVATION = string.rep('?', K_ACTIVATION_DIGITS)
+local ACTIVATION = ('?'):rep(K_ACTIVATION_DIGITS) -- no `string` global while a function library loads
 
 -- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
 -- (capped or over), its member there and start tag, or nil (not held on this scope).
