@@ -379,10 +379,19 @@ impl<'a> Lockstep<'a> {
                 d.tag, d.sub, d.elastic as u8
             )
         });
-        format!(
-            r#"{{"class":"Job","queue":"{QUEUE}","jid":"{jid}","args":["{tenant}"],"enqueued_at":1700000000.5{}}}"#,
-            slot.unwrap_or_default()
-        )
+        // Two jobs in three as FairPush writes them (enqueue time, jid and slot first: read without decoding),
+        // the others as an earlier version or another client did (decoded).
+        if jid % 3 == 0 {
+            format!(
+                r#"{{"class":"Job","queue":"{QUEUE}","jid":"{jid}","args":["{tenant}"],"enqueued_at":1700000000.5{}}}"#,
+                slot.unwrap_or_default()
+            )
+        } else {
+            format!(
+                r#"{{"enqueued_at":1700000000.5,"jid":"{jid}"{},"class":"Job","queue":"{QUEUE}","args":["{tenant}"]}}"#,
+                slot.unwrap_or_default()
+            )
+        }
     }
 
     /// The payloads of the jobs pushed, by id (the driver keeps them to rebuild in-flight entries).

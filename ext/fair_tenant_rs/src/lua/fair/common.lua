@@ -42,10 +42,17 @@ local function activate(k, tenant, queue)
   redis.call('ZADD', k.ready, v, string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq) .. tenant)
 end
 
--- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable.
+-- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable. A job FairPush
+-- wrote starts with its enqueue time (`{"enqueued_at":<t>,"jid":...`): read there, whatever the job's size.
+-- Others (pushed by an earlier version, adopted from `queue:<name>`) are decoded.
 local function job_time(job)
+  local t = tonumber(string.match(job, '^{"enqueued_at":([%d%.eE+-]+)[,}]'))
+  if t then
+    if t > 1e11 then t = t / 1000 end
+    return t
+  end
   local ok, decoded = pcall(cjson.decode, job)
-  local t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
+  t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
   if not t then
     local now = redis.call('TIME')
     return tonumber(now[1]) + tonumber(now[2]) / 1e6
