@@ -479,9 +479,11 @@ impl<'a> Lockstep<'a> {
                 let lua = match reply {
                     Value::Array(items) if items.len() == 6 => {
                         let tenant = text(&items[1]).unwrap();
-                        let job = match &items[2] {
+                        // The job crosses once: at the end of its entry.
+                        assert_eq!(items[2], Value::Nil, "the job is in its entry only");
+                        let job = match &items[3] {
                             Value::BulkString(b) => jid_of(b),
-                            other => panic!("a job: {other:?}"),
+                            other => panic!("an entry: {other:?}"),
                         };
                         let entry = text(&items[3]).unwrap();
                         let held = text(&items[4]).unwrap();

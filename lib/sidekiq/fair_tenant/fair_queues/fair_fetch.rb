@@ -127,13 +127,13 @@ module Sidekiq
         reply
       end
 
-      # The unit of work of a reply that served a job.
+      # The unit of work of a reply that served a job (a fair queue's job is the end of its in-flight entry).
       def unit(reply)
         queue, tenant, job, entry, held = reply
         HeldSlot.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
-        FairUnit.new("queue:#{queue}", job, entry, self)
+        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self)
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.

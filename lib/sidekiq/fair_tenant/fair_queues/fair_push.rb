@@ -32,7 +32,7 @@ module Sidekiq
           payload["enqueued_at"] = now
           payload.delete(FairFetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
           FairQueues.carry_slot(payload)
-          [FairQueues.tenant(payload), Sidekiq.dump_json(FairQueues.head_first(payload))]
+          [FairQueues.tenant(payload), Sidekiq.dump_json(JobBytes.head_first(payload))]
         end
         @redis_pool.with do |conn|
           retryable = true

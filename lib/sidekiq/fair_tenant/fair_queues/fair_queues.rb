@@ -123,7 +123,7 @@ module Sidekiq
           return [SHARED_TENANT, job, ""]
         end
         stored = begin
-          carry_slot(payload) ? ::Sidekiq.dump_json(head_first(payload)) : job
+          carry_slot(payload) ? ::Sidekiq.dump_json(JobBytes.head_first(payload)) : job
         rescue StandardError
           job
         end
@@ -138,14 +138,6 @@ module Sidekiq
 
         slot ? payload[SlotScope::FIELD] = slot : payload.delete(SlotScope::FIELD)
         true
-      end
-
-      # The payload as a fair queue keeps it: `enqueued_at`, `jid` and the slot (if any) first, the rest in their
-      # order, so the scripts read them from the job's first bytes, never decoding the job (lua/fair/serve.lua).
-      def head_first(payload)
-        head = { "enqueued_at" => payload["enqueued_at"], "jid" => payload["jid"] }
-        head[SlotScope::FIELD] = payload[SlotScope::FIELD] if payload.key?(SlotScope::FIELD)
-        head.merge!(payload)
       end
 
       # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.
