@@ -381,7 +381,7 @@ impl<'a> Lockstep<'a> {
         });
         // Two jobs in three as FairPush writes them (enqueue time, jid and slot first: read without decoding),
         // the others as an earlier version or another client did (decoded).
-        if jid % 3 == 0 {
+        if jid.is_multiple_of(3) {
             format!(
                 r#"{{"class":"Job","queue":"{QUEUE}","jid":"{jid}","args":["{tenant}"],"enqueued_at":1700000000.5{}}}"#,
                 slot.unwrap_or_default()
