@@ -23,7 +23,7 @@ Gem::Specification.new do |spec|
     "lib/**/*.rb", "lib/**/*.erb",
     "ext/**/{*.rs,*.lua,*.rb,Cargo.toml,build.rs}",
     "Cargo.toml", "Cargo.lock",
-    "README.md", "CHANGELOG.md", "LICENSE.txt",
+    "README.md", "CHANGELOG.md", "LICENSE.txt", "docs/*.md",
     "exe/*"
   ].reject { |path| path.include?("/target/") }
   spec.bindir = "exe"

@@ -2,10 +2,15 @@
 
 # Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
 # the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
-# tenants and backlog grow, and a real `sidekiq -c 10` draining tiny jobs with FairFetch against BasicFetch.
+# tenants and backlog grow, a capped tenant's extra work, the drain table (bench/drain.rb), recovery housekeeping
+# (bench/fleet_housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
 FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
 FAIR_FETCHES = Integer(ENV.fetch("FAIR_FETCHES", "2000"))
 FAIR_MAX_JOBS = Integer(ENV.fetch("FAIR_MAX_JOBS", "1000000"))
+require_relative "summary"
+require_relative "drain"
+require_relative "fleet_housekeeping"
+require_relative "longest"
 
 # A plain queue's job: the push and drain that fair queues are measured against.
 class BenchPlainQueueJob
@@ -119,9 +124,11 @@ module FairBench
     yield
     after = commandstats
     calls = ->(s) { s.sum { |cmd, v| cmd == "info" ? 0 : v["calls"] } }
-    evalsha = %w[calls usec].to_h { |f| [f, after["evalsha"][f] - before["evalsha"][f]] }
-    { round_trips: evalsha["calls"] / count, commands: (calls.call(after) - calls.call(before)) / count,
-      server_us: evalsha["usec"] / count }
+    scripts = %w[calls usec].to_h do |f|
+      [f, %w[fcall evalsha].sum { |c| after.dig(c, f).to_i - before.dig(c, f).to_i }]
+    end
+    { round_trips: scripts["calls"].fdiv(count), commands: (calls.call(after) - calls.call(before)).fdiv(count),
+      server_us: scripts["usec"].fdiv(count) }
   end
 end
 
@@ -133,6 +140,7 @@ redis.flushdb
 %w[plain fair fair+rules].zip([BenchPlainQueueJob, BenchFairJob, BenchFairRoutedJob]).each do |mode, klass|
   klass.perform_async(0) # loads the scripts
   sent = FairBench.sent_per_push(klass)
+  BenchSummary.figures[:sent_fair] = sent if mode == "fair"
   puts format("  %-10s commands sent per push: %s", mode, sent.map { |c, n| format("%s %.2f", c, n) }.join(", "))
 end
 jobs = { plain: BenchPlainQueueJob, fair: BenchFairJob, fair_rules: BenchFairRoutedJob }
@@ -145,6 +153,7 @@ totals = Hash.new(0.0)
   end
 end
 rates = totals.transform_values { |elapsed| FAIR_PUSHES / elapsed }
+BenchSummary.figures[:push] = rates.merge(sent_fair: BenchSummary.figures.delete(:sent_fair))
 puts format("  pushes/s, 1 thread, %d per mode in alternating blocks: plain %.0f, fair queue %.0f (%.2fx plain), " \
             "fair queue with a re-routing rule %.0f (%.2fx)", FAIR_PUSHES, rates[:plain], rates[:fair],
             rates[:fair] / rates[:plain], rates[:fair_rules], rates[:fair_rules] / rates[:plain])
@@ -152,15 +161,16 @@ puts format("  pushes/s, 1 thread, %d per mode in alternating blocks: plain %.0f
 puts
 puts format("  fetch + acknowledge, in-process FairFetch, %d jobs per cell: round trips, Redis commands (those",
             FAIR_FETCHES)
-puts "  inside scripts included) and server us (EVALSHA usec) per job:"
+puts "  inside scripts included) and server us (FCALL/EVALSHA usec) per job:"
 puts format("  %9s %9s %12s %12s %12s", "tenants", "waiting", "round trips", "Redis cmds", "server us")
-[[10, 1_000], [10, 1_000_000], [1_000, 1_000_000], [100_000, 100_000], [100_000, 1_000_000]].each do |tenants, waiting|
+[[10, 100], [10, 1_000_000], [1_000, 1_000_000], [100_000, 100_000], [100_000, 1_000_000]].each do |tenants, waiting|
   waiting = [waiting, FAIR_MAX_JOBS].min
   next if tenants > waiting
 
   redis.flushdb
   FairBench.fill("bench_fetch", tenants, waiting + FAIR_FETCHES + 1)
   cost = FairBench.fetch_cost("bench_fetch", FAIR_FETCHES)
+  (BenchSummary.figures[:fetch] ||= {})[[tenants, waiting]] = cost
   puts format("  %9d %9d %12.2f %12.2f %12.1f", tenants, waiting, cost[:round_trips], cost[:commands], cost[:server_us])
 end
 redis.flushdb
@@ -173,6 +183,7 @@ puts format("  a capped tenant (limit 2) with 1,000 or 10,000 jobs waiting, 2 un
             "flight, %d jobs per cell:", FAIR_FETCHES)
 puts format("  %-22s %8s %12s %22s %12s", "", "waiting", "Redis cmds", "capped tenant's share", "server us")
 baseline = {}
+capped = {}
 [["uncapped", nil], ["static limit 2", 0], ["elastic limit 2", 1]].each do |name, elastic|
   [1_000, 10_000].each do |waiting|
     redis.flushdb
@@ -180,34 +191,26 @@ baseline = {}
     FairBench.fill_capped("bench_fetch", waiting, slot, FAIR_FETCHES + 200)
     cost = FairBench.concurrent_fetch_cost("bench_fetch", 10, FAIR_FETCHES)
     baseline[waiting] ||= cost[:commands]
+    capped[[name, waiting]] = cost
     puts format("  %-22s %8d %12.2f %22s %12.1f", name, waiting, cost[:commands],
                 format("%.0f%% of jobs", cost[:capped_share] * 100), cost[:server_us])
   end
 end
 puts format("  (commands per job, script-internal ones included; the uncapped run is the baseline: %.2f)",
             baseline[1_000])
+# A capped tenant's job's extra commands: the run's commands over the uncapped run's, per job of the capped tenant.
+extra = { static: "static limit 2", elastic: "elastic limit 2" }.transform_values do |name|
+  cost = capped[[name, 1_000]]
+  (cost[:commands] - baseline[1_000]) / cost[:capped_share]
+end
+BenchSummary.figures[:capped_extra] = extra
+puts format("  extra Redis commands per capped tenant's job (1,000 waiting; the run's extra over the uncapped run, " \
+            "per capped job): static %+.1f, elastic %+.1f", extra[:static], extra[:elastic])
 redis.flushdb
 
-# Real `sidekiq -c 10` draining PERFORMS no-op jobs: BasicFetch, then FairFetch (50 tenants).
-fair_drain = lambda do |fair|
-  sidekiq = FairBench.start_sidekiq(fair)
-  started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-  PERFORMS.times.each_slice(1000) do |slice|
-    Sidekiq::Client.push_bulk("class" => BenchNoopJob, "args" => slice.map { |i| [i] },
-                              "fair_tenant" => TENANTS[slice.first / 1000 % TENANTS.size])
-  end
-  sleep 0.01 until redis.get("bench:done").to_i >= PERFORMS
-  elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
-  sidekiq.stop
-  PERFORMS / elapsed
-end
-fair_drain.call(false) # warm up
-basic_rate = fair_drain.call(false)
-fair_rate = fair_drain.call(true)
-Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
-puts
-puts format("  real sidekiq -c 10 draining %d no-op jobs: BasicFetch %.0f jobs/s, FairFetch %.0f jobs/s (%.2fx)",
-            PERFORMS, basic_rate, fair_rate, fair_rate / basic_rate)
+# Real `sidekiq -c 10` draining no-op jobs, BasicFetch against FairFetch, each round on its own redis-server.
+BenchSummary.figures[:drain] = DrainBench.run
+DrainBench.print(BenchSummary.figures[:drain])
 
 # A job pushed to an idle server (every thread blocked for a while): how long until it starts.
 idle_start = lambda do |fair|
@@ -263,3 +266,11 @@ puts format("  a backlog of %d jobs switched on: first job handed out after %.2f
             backlog, fair_first * 1000, Sidekiq::FairTenant::FairFetch::ADOPT_FIRST,
             Sidekiq::FairTenant::FairFetch::ADOPT_BATCH, basic_first * 1000, redis.llen("queue:bench_fetch"))
 redis.flushdb
+
+BenchSummary.figures[:housekeeping] = FleetHousekeeping.report
+redis.flushdb
+
+BenchSummary.figures[:longest] = LongestBench.run
+LongestBench.print(BenchSummary.figures[:longest])
+
+BenchSummary.print

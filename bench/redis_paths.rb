@@ -34,7 +34,8 @@ module RedisPaths
   module_function
 
   def redis = @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
-  def slots = Sidekiq::FairTenant.slots_native.slots
+  # No redis_url of its own: on Sidekiq's Redis.
+  def slots = Sidekiq::FairTenant.native.slots
 
   def slot(job) = Sidekiq::FairTenant::ServerMiddleware::Slot.new(*SCOPES[job % 50], "j#{job}", LEASE_MS, LIMIT)
 

@@ -11,8 +11,8 @@
 #   plain        Sidekiq push, no middleware
 #   floor        plain push + one no-op EVALSHA on the gem's own pool (the design's floor)
 #   fair_tenant  the real middleware: 2 rules, 50 tenants round-robin
-# then perform (slots), fair queues (bench/fair.rb), and Sidekiq's pool against the gem's Rust pool on the same
-# calls (bench/redis_paths.rb).
+# then perform (slots), fair queues (bench/fair.rb), Sidekiq's pool against the gem's Rust pool on the same
+# calls (bench/redis_paths.rb), and recovery housekeeping per interval for a fleet (bench/fleet_housekeeping.rb).
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "etc"
 require "logger"
@@ -22,6 +22,8 @@ server = RedisServer.new.start
 ENV["REDIS_URL"] = server.url
 require "sidekiq"
 require "sidekiq/fair_tenant"
+# Sidekiq 6.4 calls redis-rb 4.8's sadd the 4.x way: a warning written per plain push would slow plain pushes only.
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
 unless Sidekiq::FairTenant::Native::Client.method_defined?(:noop_eval)
   abort "bin/bench: this extension was built without the cargo feature `bench` (Client#noop_eval, " \
         "Router#route_args): run `bundle exec rake compile` in this checkout, which turns it on"
@@ -343,7 +345,7 @@ puts format("real sidekiq -c 10 draining #{PERFORMS} no-op jobs: %.0f jobs/s pla
 # work per completed job must not grow with the number parked.
 PARKED = Integer(ENV.fetch("PARKED", "10000"))
 redis.flushdb
-slots = Sidekiq::FairTenant.slots_native.slots
+slots = Sidekiq::FairTenant.native.slots # no redis_url of its own: on Sidekiq's Redis
 tag, sub = Sidekiq::FairTenant::Native::Slots.tenant_scope("parked-bench", "default")
 template = payloads(BenchSlotJob, 1).first.merge("fair_tenant" => "parked-bench")
 slots.acquire(tag, sub, "holder", 60_000, 1, JSON.generate(template.merge("jid" => "holder")), 0.0)

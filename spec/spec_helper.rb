@@ -153,6 +153,7 @@ RSpec.configure do |config|
     # dropped with it.
     heartbeat = Sidekiq::FairTenant::Slots.started?
     Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::FairFetch::Sweeper.stop # an in-process fetcher's recovery sweeps, likewise
     Sidekiq::FairTenant.reset_native! if heartbeat
     redis.flushdb
     Sidekiq::FairTenant.warnings.reset

@@ -9,6 +9,7 @@ require_relative "fair_tenant/native_loader"
 require_relative "fair_tenant/interval"
 require_relative "fair_tenant/rate_limited_log"
 require_relative "fair_tenant/script_runner"
+require_relative "fair_tenant/sidekiq_redis"
 require_relative "fair_tenant/settings/redis_settings"
 require_relative "fair_tenant/settings/tls_settings"
 require_relative "fair_tenant/settings/sentinel_settings"
@@ -19,6 +20,7 @@ require_relative "fair_tenant/settings/sidekiq_redis_given"
 require_relative "fair_tenant/settings/sidekiq_redis_settings"
 require_relative "fair_tenant/option_cache"
 require_relative "fair_tenant/job_info"
+require_relative "fair_tenant/job_view"
 require_relative "fair_tenant/routing/client_middleware"
 require_relative "fair_tenant/concurrency/slot_scope"
 require_relative "fair_tenant/concurrency/held_slot"
@@ -41,6 +43,7 @@ require_relative "fair_tenant/fair_queues/fair_fetch/plain_unit"
 require_relative "fair_tenant/fair_queues/fair_fetch/interruptions"
 require_relative "fair_tenant/fair_queues/fair_fetch/recovery"
 require_relative "fair_tenant/fair_queues/fair_fetch/liveness"
+require_relative "fair_tenant/fair_queues/fair_fetch/sweeper"
 require_relative "fair_tenant/fair_queues/fair_fetch/idle_look"
 require_relative "fair_tenant/fair_queues/fair_fetch/acks"
 require_relative "fair_tenant/fair_queues/fair_fetch/dead"
@@ -102,23 +105,8 @@ module Sidekiq
         @native = client
       end
 
-      # A Rust client on Sidekiq's own Redis (the one a server process fetches from, its shard) for runtime
-      # limits and slot stats (`slots_native.limits`, `.stats`); a job's slot is taken, given back, renewed
-      # and swept on Sidekiq's own connection (SlotCalls). The very client `native` is when the gem has no
-      # Redis of its own (no second pool). Rebuilt after a fork and reset with `native`; ask for it each time.
-      def slots_native
-        client = @slots_native
-        return client if client && @slots_native_pid == ::Process.pid
-
-        settings = config.slots_connection_settings
-        client = settings == config.connection_settings ? native : Native::Client.new(settings)
-        @slots_native_pid = ::Process.pid
-        @slots_native = client
-      end
-
       def reset_native!
         @native = nil
-        @slots_native = nil
       end
 
       def rule_cache
@@ -184,7 +172,11 @@ module Sidekiq
           FairRulesCheck.warn_at_boot
           Slots.start
         end
-        config.on(:shutdown) { Slots.stop }
+        config.on(:quiet) { FairFetch::Sweeper.stop }
+        config.on(:shutdown) do
+          FairFetch::Sweeper.stop
+          Slots.stop
+        end
       end
     end
 

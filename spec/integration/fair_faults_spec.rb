@@ -207,6 +207,9 @@ RSpec.describe "Fair queues through faults" do
     let(:gone) { "gone-host:1:abc" }
     let(:inflight) { Sidekiq::FairTenant::Native::Fair.inflight_key(gone) }
 
+    before { recovery::PACE.never! } # sweeps only where the example calls them, not from this process's thread
+    after { recovery::PACE.now! }
+
     # As if a sweep had found the process's heartbeat gone a minute ago.
     def suspect_long_gone
       redis.sadd(registry, gone)

@@ -273,6 +273,7 @@ RSpec.describe "Fair fetch" do
       20.times { |i| FairJob.perform_async("t#{i % 4}", i) }
       fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
       Sidekiq::FairTenant::Slots.stop # its heartbeat (a sweep every few seconds) sends commands of its own
+      Sidekiq::FairTenant::FairFetch::Sweeper.stop # and so do its recovery sweeps
       fetch.retrieve_work.acknowledge # loads the script
 
       sent = monitor_commands { 10.times { fetch.retrieve_work.acknowledge } }

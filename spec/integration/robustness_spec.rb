@@ -82,12 +82,12 @@ RSpec.describe "Robustness" do
     end
   end
 
-  it "keeps one router, slots, stats and limits per client, over the client's pool" do
+  it "keeps one router, slots and stats per client, over the client's pool" do
     client = Sidekiq::FairTenant::Native::Client.new(Sidekiq::FairTenant.config.connection_settings)
-    concerns = [client.router, client.slots, client.stats, client.limits]
-    expect(concerns.map { |object| object.class.name.split("::").last }).to eq(%w[Router Slots Stats Limits])
+    concerns = [client.router, client.slots, client.stats]
+    expect(concerns.map { |object| object.class.name.split("::").last }).to eq(%w[Router Slots Stats])
     GC.start
-    expect([client.router, client.slots, client.stats, client.limits]).to eq(concerns) # kept alive by the client
+    expect([client.router, client.slots, client.stats]).to eq(concerns) # kept alive by the client
 
     own = Sidekiq::FairTenant::Native::Router.new(client)
     expect(own).not_to be(client.router)
@@ -322,13 +322,13 @@ RSpec.describe "Robustness" do
   it "works in a forked child and keeps working in the parent" do
     NoTenantJob.set(fair_tenant: "parent").perform_async # the parent's pool now holds a connection
     parent = Sidekiq::FairTenant.native
-    parent_objects = [parent.router, parent.slots, parent.stats, parent.limits]
+    parent_objects = [parent.router, parent.slots, parent.stats]
     reader, writer = IO.pipe
     pid = fork do
       reader.close
       10.times { NoTenantJob.set(fair_tenant: "child").perform_async }
       child = Sidekiq::FairTenant.native
-      shared = [child, child.router, child.slots, child.stats, child.limits].count do |object|
+      shared = [child, child.router, child.slots, child.stats].count do |object|
         ([parent] + parent_objects).any? { |inherited| inherited.equal?(object) }
       end
       writer.write("#{child.pool_stats[:open]} #{shared}")
@@ -340,10 +340,10 @@ RSpec.describe "Robustness" do
 
     expect($CHILD_STATUS&.success? || $?.success?).to be(true) # rubocop:disable Style/SpecialGlobalVars
     expect(child_open).to be >= 1
-    expect(child_shared).to eq(0) # the child built its own client, router, slots, stats and limits
+    expect(child_shared).to eq(0) # the child built its own client, router, slots and stats
     3.times { NoTenantJob.set(fair_tenant: "parent").perform_async }
     native = Sidekiq::FairTenant.native
-    expect([native, native.router, native.slots, native.stats, native.limits]).to eq([parent] + parent_objects)
+    expect([native, native.router, native.slots, native.stats]).to eq([parent] + parent_objects)
     expect(entries_in(server.redis, native.router.key_for("NoTenantJob", "default", "child"))).to eq(10)
     expect(queue_size("slow")).to eq(14)
     expect(native.pool_stats[:open]).to eq(native.pool_stats[:idle])

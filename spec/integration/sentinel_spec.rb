@@ -180,11 +180,10 @@ RSpec.describe "Sentinel for the gem's Redis" do
       scope = Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default")
       held = nil
       with_sidekiq_redis(sidekiq_sentinel) do
-        expect(Sidekiq::FairTenant.slots_native.server).to include(*addresses)
         Sidekiq::FairTenant::ServerMiddleware.new.call(Object.new, job, "default") do
-          held = Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope)[0].map(&:first)
+          held = Sidekiq::FairTenant.stats.scope(*scope)[:holders].map { |h| h[:jid] }
         end
-        expect(Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope)[0]).to be_empty
+        expect(Sidekiq::FairTenant.stats.scope(*scope)[:holders]).to be_empty
       end
 
       expect(held).to eq(["sentinel-1"])

@@ -16,8 +16,8 @@ end
 # The slot scripts and the server middleware driven directly (no server process), so every
 # interleaving is deterministic.
 RSpec.describe "Concurrency slots (scripts and middleware)" do
-  let(:slots) { Sidekiq::FairTenant.slots_native.slots }
-  let(:stats) { Sidekiq::FairTenant.slots_native.stats }
+  let(:slots) { Sidekiq::FairTenant.native.slots }
+  let(:stats) { Sidekiq::FairTenant.native.stats }
   let(:tag) { scope[0] }
   let(:sub) { scope[1] }
   let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default") }
@@ -35,8 +35,9 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
   # Examples tagged gc_stress: false count on a 50-100 ms lease still holding a call or two later, which
   # GC.stress (seconds per call) breaks; the other examples make the same calls under it.
-  def holders = stats.inspect_scope(tag, sub)[0].map(&:first)
-  def parked = stats.inspect_scope(tag, sub)[1]
+  # Read on Sidekiq's own connection, wherever the gem's redis_url points.
+  def holders = Sidekiq::FairTenant.stats.scope(tag, sub)[:holders].map { |h| h[:jid] }
+  def parked = Sidekiq::FairTenant.stats.scope(tag, sub)[:parked]
 
   it "grants up to the limit, parks the rest and hands freed slots to the oldest parked job" do
     expect(acquire("a", limit: 2)).to eq(:acquired)

@@ -71,7 +71,7 @@ RSpec.describe "Concurrency slots per shard" do
     8.times { |i| OneSlotJob.perform_async("G", i, 100) }
     PushFromServerJob.perform_async("R") # routes through the gem's Redis in the server process
     start_process(redis_url: ENV.fetch("REDIS_URL"), gem_redis_url: gem_server.url)
-    parked = wait_for("8 jobs", parked_in: Sidekiq::FairTenant.slots_native.stats, tenant: "G") do
+    parked = wait_for("8 jobs", parked_in: Sidekiq::FairTenant.native.stats, tenant: "G") do
       finished(redis) == 8 && redis.llen("queue:elsewhere_slow") == 1
     end
 
@@ -81,7 +81,7 @@ RSpec.describe "Concurrency slots per shard" do
     expect(max_running(events(redis))).to eq(1)
     expect(parked).to be(true) # some jobs waited, in S, and came back through hand-overs there
     expect(redis.llen("queue:default")).to eq(0)
-    expect(Sidekiq::FairTenant.slots_native.stats.inspect_scope(*scope("G"))).to eq([[], 0])
+    expect(Sidekiq::FairTenant.native.stats.inspect_scope(*scope("G"))).to eq([[], 0])
 
     expect(gem_server.redis.keys("queue:*")).to be_empty
     expect(slot_keys(gem_server.redis)).to be_empty
@@ -112,17 +112,13 @@ RSpec.describe "Concurrency slots per shard" do
   end
 
   describe "in the API" do
-    it "is the very client native is when the gem has no Redis of its own" do
-      expect(Sidekiq::FairTenant.slots_native).to equal(Sidekiq::FairTenant.native)
-    end
-
     it "sets limits and reads concurrency in Sidekiq's Redis, routes through the gem's own" do
       Sidekiq::FairTenant.configure { |c| c.redis_url = gem_server.url }
       expect(Sidekiq::FairTenant.native.server).to include(":#{gem_server.port}/")
-      expect(Sidekiq::FairTenant.slots_native.server).to include(":#{URI(ENV.fetch("REDIS_URL")).port}/")
 
       Sidekiq::FairTenant.limits.set(3, tenant: "acme")
-      Sidekiq::FairTenant.slots_native.slots.acquire(*scope("acme"), "j1", 60_000, 1, "{}", 1.0)
+      slot = Sidekiq::FairTenant::ServerMiddleware::Slot.new(*scope("acme"), "j1", 60_000, 1)
+      expect(Sidekiq::FairTenant::SlotCalls.acquire(slot, "{}", 1.0)).to eq(:acquired)
       expect(Sidekiq::FairTenant.limits.list).to eq([{ tenant: "acme", queue: nil, limit: 3 }])
       expect(Sidekiq::FairTenant.stats.concurrency).to match([include(tenant: "acme", running: 1, limit: 3)])
       expect(slot_keys(redis)).not_to be_empty
@@ -131,25 +127,6 @@ RSpec.describe "Concurrency slots per shard" do
       ThrottledJob.perform_async(1)
       expect(gem_server.redis.keys("sidekiq-fair_tenant:enqueued:*")).not_to be_empty
       expect(redis.keys("sidekiq-fair_tenant:enqueued:*")).to be_empty
-    end
-
-    it "builds its own client in a forked child" do
-      Sidekiq::FairTenant.configure { |c| c.redis_url = gem_server.url }
-      parent = Sidekiq::FairTenant.slots_native
-      reader, writer = IO.pipe
-      pid = fork do
-        reader.close
-        child = Sidekiq::FairTenant.slots_native
-        writer.write([child.equal?(parent), child.ping].inspect)
-        writer.close
-        exit!(0)
-      end
-      writer.close
-      Process.wait(pid)
-
-      expect(reader.read).to eq("[false, true]")
-      expect(Sidekiq::FairTenant.slots_native).to equal(parent)
-      expect(parent.ping).to be(true)
     end
   end
 end

@@ -46,10 +46,11 @@ RSpec.describe "Concurrency slots in real Sidekiq processes" do
     b_last_finish = events.select { |e| e["tenant"] == "B" && e["event"] == "finish" }.map { |e| e["at"] }.max
     expect(b_last_finish).to be < a_starts[100]["at"] # B done while A still had half its backlog
 
-    # Enqueue order: only jobs fetched together by the 10 threads can overtake each other.
+    # Enqueue order: a job is overtaken only by jobs fetched together with it by the 10 threads, once when
+    # they park (in the order the threads get there) and once when handed over and fetched again.
     order = a_starts.map { |e| e["index"] }
     displacement = order.each_with_index.map { |index, position| (index - position).abs }.max
-    expect(displacement).to be < 10
+    expect(displacement).to be < 2 * 10
     expect(parked("A")).to eq(0)
     expect(holders("A")).to be_empty
   end

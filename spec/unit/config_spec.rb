@@ -58,25 +58,6 @@ RSpec.describe Sidekiq::FairTenant::Config do
     expect(Sidekiq::FairTenant.native.server).to eq("redis://#{url.host}:#{url.port}/#{url.path[1..].to_i}")
   end
 
-  it "builds the slots' settings from Sidekiq's Redis: the gem's own server and its TLS keys left out" do
-    url = URI(ENV.fetch("REDIS_URL"))
-    config = described_class.new({})
-    config.ssl_ca_file = "/etc/ca.pem"
-    expect(config.slots_connection_settings).to eq(config.connection_settings) # no server of its own
-
-    config.redis_url = "rediss://cache.example.com:6380/1"
-    config.pool_size = 3
-    expect(config.connection_settings).to include(redis_url: "rediss://cache.example.com:6380/1",
-                                                  ssl_ca_file: "/etc/ca.pem")
-    expect(config.slots_connection_settings)
-      .to include(redis_url: nil, sentinels: nil, host: url.host, port: url.port, ssl_ca_file: nil, pool_size: 3)
-
-    config.redis_url = nil
-    config.sentinels = ["10.0.0.1:26379"]
-    config.sentinel_master = "mymaster"
-    expect(config.slots_connection_settings).to include(sentinels: nil, host: url.host, port: url.port)
-  end
-
   it "gives its TLS settings as Sidekiq's Redis options, and names a file it cannot read" do
     config = described_class.new({})
     expect(config.sidekiq_tls_options).to eq({})
@@ -143,7 +124,6 @@ RSpec.describe Sidekiq::FairTenant::Config do
     expect(Sidekiq::FairTenant.native).not_to be(first)
     expect(Sidekiq::FairTenant.native.pool_stats[:size]).to eq(7)
     expect(Sidekiq::FairTenant.native.router).not_to be(first.router) # and its router, slots, stats, limits
-    expect(Sidekiq::FairTenant.slots_native).to be(Sidekiq::FairTenant.native) # no Redis of its own: one client
   ensure
     Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }
   end

@@ -65,6 +65,7 @@ pub const INFLIGHT_OWNERS_KEY: &str = concat!(root!(), ":fair:inflight-owners");
 pub const INFLIGHT_SUSPECTS_KEY: &str = concat!(root!(), ":fair:inflight-suspects");
 pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
 pub const RECOVERY_LOCK_KEY: &str = concat!(root!(), ":fair:recovery-lock");
+pub const RECOVERY_LEASE_KEY: &str = concat!(root!(), ":fair:recovery-lease");
 pub const READY: &str = "ready";
 pub const STATE: &str = "state";
 pub const FIN: &str = "fin";
@@ -170,6 +171,7 @@ pub const NAMES: &[Name] = &[
     s("INFLIGHT_SUSPECTS_KEY", INFLIGHT_SUSPECTS_KEY, Everywhere),
     s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
     s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),
+    s("RECOVERY_LEASE_KEY", RECOVERY_LEASE_KEY, Everywhere),
     s("READY", READY, Everywhere),
     s("STATE", STATE, Everywhere),
     s("FIN", FIN, Everywhere),

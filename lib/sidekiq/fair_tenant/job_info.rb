@@ -30,13 +30,14 @@ module Sidekiq
         defined?(::ActiveJob::Base) && klass.is_a?(Class) && klass <= ::ActiveJob::Base
       end
 
-      # The queue a job of this class goes to when nobody asks for another one; nil if unknown.
-      def default_queue(klass, job)
+      # The queue a job of this class goes to when nobody asks for another one; nil if unknown. The block, if
+      # given, returns the perform arguments (JobView's, worked out once).
+      def default_queue(klass, job, &args)
         return nil unless klass
 
         if active_job?(klass, job)
           queue = klass.queue_name
-          queue = active_job_instance(klass, job).queue_name if queue.is_a?(Proc)
+          queue = active_job_instance(klass, job, &args).queue_name if queue.is_a?(Proc)
           queue&.to_s
         elsif klass.respond_to?(:get_sidekiq_options)
           klass.get_sidekiq_options["queue"]&.to_s
@@ -56,10 +57,18 @@ module Sidekiq
         end
       end
 
-      # Tenant, first found: job["fair_tenant"], Class.fair_tenant(*args), job["apartment"].
-      def tenant(klass, job)
+      # A job's tenant, first found: job["fair_tenant"] (given_tenant), Class.fair_tenant(*args), job["apartment"]
+      # (derived_tenant). JobView#tenant asks in this order.
+      def given_tenant(job)
         tenant = job["fair_tenant"]
-        tenant = klass.fair_tenant(*arguments(klass, job)) if blank?(tenant) && klass.respond_to?(:fair_tenant)
+        blank?(tenant) ? nil : tenant.to_s
+      end
+
+      # Class.fair_tenant(*args), then job["apartment"]; the block, if given, returns the arguments.
+      def derived_tenant(klass, job)
+        if klass.respond_to?(:fair_tenant)
+          tenant = klass.fair_tenant(*(block_given? ? yield : arguments(klass, job)))
+        end
         tenant = job["apartment"] if blank?(tenant)
         blank?(tenant) ? nil : tenant.to_s
       end
@@ -70,7 +79,7 @@ module Sidekiq
 
       def active_job_instance(klass, job)
         data = job.dig("args", 0) || {}
-        klass.new(*arguments(klass, job)).tap do |instance|
+        klass.new(*(block_given? ? yield : arguments(klass, job))).tap do |instance|
           instance.job_id = data["job_id"] if data["job_id"]
         end
       end

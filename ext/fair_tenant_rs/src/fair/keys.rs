@@ -70,6 +70,12 @@ pub fn recovery_lock_key() -> String {
     names::RECOVERY_LOCK_KEY.to_string()
 }
 
+/// The fleet's turn to sweep: taken (SET NX PX [`crate::fair::RECOVERY_LEASE_MS`]) by the first process
+/// due, left to expire, so one sweep runs per interval whatever the number of processes.
+pub fn recovery_lease_key() -> String {
+    names::RECOVERY_LEASE_KEY.to_string()
+}
+
 /// An in-flight job and where it goes back to: `<len>:<queue><len>:<tenant><job>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -201,6 +207,7 @@ mod tests {
         assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
         assert!(inflight_key("host:1:abc").starts_with(PREFIX));
         assert_ne!(registry_key(), recovery_lock_key());
+        assert_ne!(recovery_lease_key(), recovery_lock_key());
         assert_ne!(registry_key(), recovery_suspects_key());
         assert!(recovery_suspects_key().starts_with(PREFIX));
         assert_eq!(parse_weight(Some("3")), 3.0);

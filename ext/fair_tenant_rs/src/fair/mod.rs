@@ -25,11 +25,13 @@ mod lockstep;
 pub mod rules;
 
 mod keys;
+mod recovery;
 pub(crate) mod scripts;
 #[cfg(any(test, feature = "bench"))]
 mod sfq;
 
 pub use keys::*;
+pub use recovery::*;
 pub use scripts::{library, script, FairLibrary, FairScript};
 #[cfg(any(test, feature = "bench"))]
 pub use sfq::Sfq;

@@ -41,11 +41,12 @@ static JOBS: LazyLock<FairScript> = fair_script!("jobs");
 static DELETE: LazyLock<FairScript> = fair_script!("delete");
 static LATENCY: LazyLock<FairScript> = fair_script!("latency");
 static HELD: LazyLock<FairScript> = fair_script!("held");
+static LIVENESS: LazyLock<FairScript> = fair_script!("liveness");
 
 /// The scripts' names, in the library's order.
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 13] = [
     "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
-    "latency", "held",
+    "latency", "held", "liveness",
 ];
 
 const COMMON: [&str; 3] = [
@@ -68,6 +69,7 @@ fn body(name: &str) -> &'static str {
         "delete" => include_str!("../lua/fair/delete.lua"),
         "latency" => include_str!("../lua/fair/latency.lua"),
         "held" => include_str!("../lua/fair/held.lua"),
+        "liveness" => include_str!("../lua/fair/liveness.lua"),
         _ => unreachable!("no fair-queue script named {name}"),
     }
 }
@@ -188,7 +190,7 @@ impl Invocation {
 }
 
 /// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`, and for
-/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`.
+/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`; `liveness` for recovery's sweep.
 pub fn script(name: &str) -> Option<&'static FairScript> {
     match name {
         "push" => Some(&PUSH),
@@ -203,6 +205,7 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
         "delete" => Some(&DELETE),
         "latency" => Some(&LATENCY),
         "held" => Some(&HELD),
+        "liveness" => Some(&LIVENESS),
         _ => None,
     }
 }

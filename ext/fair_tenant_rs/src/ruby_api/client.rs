@@ -1,6 +1,6 @@
 //! `Sidekiq::FairTenant::Native::Client`: the extension's connection to Redis (see
-//! `src/handle.rs`), and the objects that use it: `client.router`, `client.slots`, `client.stats`
-//! and `client.limits`, each made on first use and kept for the client's life.
+//! `src/handle.rs`), and the objects that use it: `client.router`, `client.slots` and
+//! `client.stats`, each made on first use and kept for the client's life.
 //! Binding only: converts the settings Hash, releases the GVL, maps errors.
 
 use std::sync::Arc;
@@ -21,7 +21,6 @@ use crate::ruby_api::helpers::convert::seconds;
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::ruby_api::helpers::memo::Memo;
-use crate::ruby_api::limits::RbLimits;
 use crate::ruby_api::router::RbRouter;
 use crate::ruby_api::slots::RbSlots;
 use crate::ruby_api::stats::RbStats;
@@ -38,7 +37,6 @@ pub struct RbClient {
     router: Memo<RbRouter>,
     slots: Memo<RbSlots>,
     stats: Memo<RbStats>,
-    limits: Memo<RbLimits>,
 }
 
 impl DataTypeFunctions for RbClient {
@@ -46,7 +44,6 @@ impl DataTypeFunctions for RbClient {
         self.router.mark(marker);
         self.slots.mark(marker);
         self.stats.mark(marker);
-        self.limits.mark(marker);
     }
 }
 
@@ -123,7 +120,6 @@ impl RbClient {
             router: Memo::default(),
             slots: Memo::default(),
             stats: Memo::default(),
-            limits: Memo::default(),
         })
     }
 
@@ -143,12 +139,6 @@ impl RbClient {
         rb_self
             .stats
             .get_or_wrap(ruby, || RbStats::over(rb_self.handle()))
-    }
-
-    fn limits(ruby: &Ruby, rb_self: &Self) -> Obj<RbLimits> {
-        rb_self
-            .limits
-            .get_or_wrap(ruby, || RbLimits::over(rb_self.handle()))
     }
 
     fn ping(&self) -> Result<bool, Error> {
@@ -185,10 +175,9 @@ impl RbClient {
     }
 }
 
-/// Defines `Client`, and `Router.new(client)`, `Slots.new(client)`, `Stats.new(client)` and
-/// `Limits.new(client)`: one more object over the client's pool (`client.router` and the others keep
-/// one each). Here, so that the four bindings know the pool handle, not the client; their classes are
-/// defined before.
+/// Defines `Client`, and `Router.new(client)`, `Slots.new(client)` and `Stats.new(client)`: one more
+/// object over the client's pool (`client.router` and the others keep one each). Here, so that the
+/// three bindings know the pool handle, not the client; their classes are defined before.
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     RbRouter::class(ruby).define_singleton_method(
         "new",
@@ -202,10 +191,6 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
         "new",
         magnus::function!(|c: &RbClient| RbStats::over(c.handle()), 1),
     )?;
-    RbLimits::class(ruby).define_singleton_method(
-        "new",
-        magnus::function!(|c: &RbClient| RbLimits::over(c.handle()), 1),
-    )?;
     let class = namespace.define_class("Client", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbClient::new, 1))?;
     class.define_singleton_method(
@@ -215,7 +200,6 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_method("router", magnus::method!(RbClient::router, 0))?;
     class.define_method("slots", magnus::method!(RbClient::slots, 0))?;
     class.define_method("stats", magnus::method!(RbClient::stats, 0))?;
-    class.define_method("limits", magnus::method!(RbClient::limits, 0))?;
     class.define_method("ping", magnus::method!(RbClient::ping, 0))?;
     class.define_method("server", magnus::method!(RbClient::server, 0))?;
     class.define_method("pool_stats", magnus::method!(RbClient::pool_stats, 0))?;

@@ -93,7 +93,14 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         "recovery_suspects_key",
         magnus::function!(fair::recovery_suspects_key, 0),
     )?;
+    module.define_singleton_method(
+        "recovery_lease_key",
+        magnus::function!(fair::recovery_lease_key, 0),
+    )?;
     module.const_set("RECOVERY_LAPSE_SECONDS", fair::RECOVERY_LAPSE_SECONDS)?;
+    module.const_set("RECOVERY_INTERVAL_SECONDS", fair::RECOVERY_INTERVAL_SECONDS)?;
+    module.const_set("RECOVERY_LEASE_MS", fair::RECOVERY_LEASE_MS)?;
+    module.const_set("RECOVERY_BATCH", fair::RECOVERY_BATCH)?;
     module.define_singleton_method(
         "recovered_key",
         magnus::function!(|identity: String| fair::recovered_key(&identity), 1),

@@ -52,7 +52,6 @@ fn resolve_wrapped_classes(ruby: &Ruby) {
     router::RbRouter::class(ruby);
     slots::RbSlots::class(ruby);
     stats::RbStats::class(ruby);
-    limits::RbLimits::class(ruby);
     rule_set::RbRuleSet::class(ruby);
     concurrency::RbConcurrency::class(ruby);
 }

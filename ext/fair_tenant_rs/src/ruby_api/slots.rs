@@ -13,7 +13,10 @@ use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::slots::{self, Acquired, Scope, Slot};
 
 /// `[keys, argv]` as two Arrays of binary Strings.
-fn call(ruby: &Ruby, (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>)) -> Result<RArray, Error> {
+pub(crate) fn call(
+    ruby: &Ruby,
+    (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>),
+) -> Result<RArray, Error> {
     let strings =
         |parts: Vec<Vec<u8>>| ruby.ary_from_iter(parts.iter().map(|p| ruby.str_from_slice(p)));
     Ok(ruby.ary_from_iter([strings(keys), strings(args)]))

@@ -13,6 +13,7 @@ use crate::ruby_api::helpers::convert::{bytes, pair, put_target};
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::ruby_api::rule_set::RbRuleSet;
+use crate::ruby_api::slots::call;
 use crate::slots::{self, Scope};
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Stats", free_immediately, size)]
@@ -118,39 +119,6 @@ impl RbStats {
         ruby.str_from_slice(&rb_self.0.keys.index_key(&bytes(queue), &bytes(job_class)))
     }
 
-    /// `[[tag, sub], ...]`: scopes with parked or running jobs, at most `max`.
-    fn scopes(ruby: &Ruby, rb_self: &Self, max: usize) -> Result<RArray, Error> {
-        let scopes = without_gvl(|| slots::scopes(&rb_self.0.pool, max))?.map_err(to_ruby)?;
-        let out = ruby.ary_new_capa(scopes.len());
-        for s in scopes {
-            out.push(pair(ruby, s.tag(), s.sub())?)?;
-        }
-        Ok(out)
-    }
-
-    /// `{tenant:, queue:} | {key:}` plus holders, parked, oldest_parked_ms, limit_override,
-    /// default_limit, limit.
-    fn scope_details(
-        ruby: &Ruby,
-        rb_self: &Self,
-        tag: RString,
-        sub: RString,
-    ) -> Result<RHash, Error> {
-        let scope = Scope::from_parts(bytes(tag), bytes(sub));
-        let d = without_gvl(|| slots::details(&rb_self.0.pool, &scope))?.map_err(to_ruby)?;
-        let h = ruby.hash_new();
-        if let Some(target) = slots::limit_target(scope.tag(), scope.sub()) {
-            put_target(ruby, h, target)?;
-        }
-        h.aset(ruby.to_symbol("holders"), holders(ruby, &d.holders)?)?;
-        h.aset(ruby.to_symbol("parked"), d.parked)?;
-        h.aset(ruby.to_symbol("oldest_parked_ms"), d.oldest_parked_ms)?;
-        h.aset(ruby.to_symbol("limit_override"), d.limit_override)?;
-        h.aset(ruby.to_symbol("default_limit"), d.default_limit)?;
-        h.aset(ruby.to_symbol("limit"), d.effective_limit())?;
-        Ok(h)
-    }
-
     /// `[[[jid, lease_expiry_ms], ...], parked_count]`
     fn inspect_scope(
         ruby: &Ruby,
@@ -167,13 +135,108 @@ impl RbStats {
     }
 }
 
+/// `[pattern, count, rounds]` of the SCAN for scopes with running jobs.
+fn holders_scan() -> (String, u64, usize) {
+    slots::holders_scan()
+}
+
+/// A tag's meta hash (sub -> the class's limit and lease, recorded when a job parks).
+fn meta_key(ruby: &Ruby, tag: RString) -> RString {
+    ruby.str_from_slice(&slots::meta(&bytes(tag)))
+}
+
+/// `[[tag, sub], ...]`: scopes with parked or running jobs, at most `max`, from `parked`
+/// (`[[tag, [sub, ...]], ...]`) and `holder_keys` (what the SCAN found).
+fn scope_list(
+    ruby: &Ruby,
+    parked: RArray,
+    holder_keys: RArray,
+    max: usize,
+) -> Result<RArray, Error> {
+    let mut tags = Vec::with_capacity(parked.len());
+    for item in parked.into_iter() {
+        let (tag, subs): (RString, RArray) = magnus::TryConvert::try_convert(item)?;
+        tags.push((bytes(tag), strings(subs)?));
+    }
+    let parked = tags;
+    let keys = strings(holder_keys)?;
+    let scopes = slots::scope_list(parked, &keys, max);
+    let out = ruby.ary_new_capa(scopes.len());
+    for s in scopes {
+        out.push(pair(ruby, s.tag(), s.sub())?)?;
+    }
+    Ok(out)
+}
+
+/// `[keys, argv]` of the `details` script (`Native::Slots.script("details")`) for one scope.
+fn details_call(ruby: &Ruby, tag: RString, sub: RString) -> Result<RArray, Error> {
+    call(
+        ruby,
+        slots::details_call(&Scope::from_parts(bytes(tag), bytes(sub))),
+    )
+}
+
+/// An Array of Strings as bytes.
+fn strings(list: RArray) -> Result<Vec<Vec<u8>>, Error> {
+    list.into_iter()
+        .map(|item| RString::try_convert(item).map(bytes))
+        .collect()
+}
+
+/// `[a, 1, b, 2]` as `[(a, 1), (b, 2)]`.
+fn pairs(flat: RArray) -> Result<slots::Scored, Error> {
+    Ok(strings(flat)?
+        .chunks_exact(2)
+        .map(|p| (p[0].clone(), p[1].clone()))
+        .collect())
+}
+
+type RawDetails = (
+    RArray,
+    u64,
+    RArray,
+    Option<RString>,
+    Option<RString>,
+    Option<RString>,
+);
+
+/// `{tenant:, queue:} | {key:}` plus holders, parked, oldest_parked_ms, limit_override,
+/// default_limit, limit, from the `details` script's reply.
+fn details(ruby: &Ruby, tag: RString, sub: RString, reply: RArray) -> Result<RHash, Error> {
+    let (holders_flat, parked, oldest, own, all, meta_value): RawDetails =
+        magnus::TryConvert::try_convert(reply.as_value())?;
+    let d = slots::details_from((
+        pairs(holders_flat)?,
+        parked,
+        pairs(oldest)?,
+        own.map(bytes),
+        all.map(bytes),
+        meta_value.map(bytes),
+    ));
+    let scope = Scope::from_parts(bytes(tag), bytes(sub));
+    let h = ruby.hash_new();
+    if let Some(target) = slots::limit_target(scope.tag(), scope.sub()) {
+        put_target(ruby, h, target)?;
+    }
+    h.aset(ruby.to_symbol("holders"), holders(ruby, &d.holders)?)?;
+    h.aset(ruby.to_symbol("parked"), d.parked)?;
+    h.aset(ruby.to_symbol("oldest_parked_ms"), d.oldest_parked_ms)?;
+    h.aset(ruby.to_symbol("limit_override"), d.limit_override)?;
+    h.aset(ruby.to_symbol("default_limit"), d.default_limit)?;
+    h.aset(ruby.to_symbol("limit"), d.effective_limit())?;
+    Ok(h)
+}
+
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Stats", ruby.class_object())?;
     class.define_method("tenant_stats", magnus::method!(RbStats::tenant_stats, 8))?;
     class.define_method("tenant_stat", magnus::method!(RbStats::tenant_stat, 6))?;
     class.define_method("index_key", magnus::method!(RbStats::index_key, 2))?;
-    class.define_method("scopes", magnus::method!(RbStats::scopes, 1))?;
-    class.define_method("scope_details", magnus::method!(RbStats::scope_details, 2))?;
+    class.define_singleton_method("holders_scan", magnus::function!(holders_scan, 0))?;
+    class.define_singleton_method("meta_key", magnus::function!(meta_key, 1))?;
+    class.define_singleton_method("scope_list", magnus::function!(scope_list, 3))?;
+    class.define_singleton_method("details_call", magnus::function!(details_call, 2))?;
+    class.define_singleton_method("details", magnus::function!(details, 3))?;
     class.define_method("inspect_scope", magnus::method!(RbStats::inspect_scope, 2))?;
     Ok(())
 }

@@ -53,11 +53,13 @@ static RELEASE_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/re
 static RENEW_SOURCE: LazyLock<String> = slot_source!("../lua/slots/renew.lua");
 static SWEEP_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/sweep.lua");
 static SET_LIMIT_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/set_limit.lua");
+static DETAILS_SOURCE: LazyLock<String> = slot_source!("../lua/slots/details.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&ACQUIRE_SOURCE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SOURCE));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(&RENEW_SOURCE));
 static SWEEP: LazyLock<Script> = LazyLock::new(|| Script::new(&SWEEP_SOURCE));
 static SET_LIMIT: LazyLock<Script> = LazyLock::new(|| Script::new(&SET_LIMIT_SOURCE));
+static DETAILS: LazyLock<Script> = LazyLock::new(|| Script::new(&DETAILS_SOURCE));
 
 /// What `acquire` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,13 +290,15 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 }
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
-/// `acquire`, `release`, `renew` or `sweep`.
+/// `acquire`, `release`, `renew`, `sweep`, `set_limit` or `details`.
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
         "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE.as_str())),
         "renew" => Some((RENEW.get_hash(), RENEW_SOURCE.as_str())),
         "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE.as_str())),
+        "set_limit" => Some((SET_LIMIT.get_hash(), SET_LIMIT_SOURCE.as_str())),
+        "details" => Some((DETAILS.get_hash(), DETAILS_SOURCE.as_str())),
         _ => None,
     }
 }
@@ -369,48 +373,43 @@ pub fn sweep_call(tag: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     (keys, vec![base(tag), tag.to_vec()])
 }
 
-/// Sets (`Some`) or deletes (`None`) a runtime limit and applies it at once. Returns how many
-/// parked jobs were handed a slot.
-pub fn set_limit(pool: &Pool, tag: &[u8], field: &[u8], value: Option<u64>) -> Result<u64> {
-    let inv = set_limit_call(tag, field, value);
-    pool.with(|c| inv.invoke(c))
+/// `(keys, args)` of `set_limit.lua`: sets (`Some`) or deletes (`None`) a runtime limit and applies
+/// it at once; the reply is how many parked jobs were handed a slot.
+pub fn set_limit_call(
+    tag: &[u8],
+    field: &[u8],
+    value: Option<u64>,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![limits_key(tag), meta(tag), limits_index_key().into_bytes()];
+    let args = vec![
+        field.to_vec(),
+        value
+            .map(|v| v.to_string())
+            .unwrap_or_default()
+            .into_bytes(),
+        base(tag),
+        tag.to_vec(),
+    ];
+    (keys, args)
 }
 
-/// The `set_limit.lua` call behind [`set_limit`], for any connection.
-pub(crate) fn set_limit_call(
+/// The `set_limit.lua` call of [`set_limit_call`] as an invocation, for the lockstep test.
+#[cfg(test)]
+pub(crate) fn set_limit_invocation(
     tag: &[u8],
     field: &[u8],
     value: Option<u64>,
 ) -> redis::ScriptInvocation<'static> {
-    let mut inv = SET_LIMIT.prepare_invoke();
-    inv.key(limits_key(tag))
-        .key(meta(tag))
-        .key(limits_index_key())
-        .arg(field)
-        .arg(value.map(|v| v.to_string()).unwrap_or_default())
-        .arg(base(tag))
-        .arg(tag);
-    inv
-}
-
-pub fn get_limit(pool: &Pool, tag: &[u8], field: &[u8]) -> Result<Option<u64>> {
-    pool.with(|c| redis::cmd("HGET").arg(limits_key(tag)).arg(field).query(c))
+    let (keys, args) = set_limit_call(tag, field, value);
+    invocation(&SET_LIMIT, keys, args)
 }
 
 /// One runtime limit as stored: `(tag, field, limit)`.
 pub type LimitEntry = (Vec<u8>, Vec<u8>, u64);
 
-/// Every runtime limit, with what it applies to.
-pub fn list_limits(pool: &Pool) -> Result<Vec<(LimitTarget, u64)>> {
-    let tags: Vec<Vec<u8>> =
-        pool.with(|c| redis::cmd("SMEMBERS").arg(limits_index_key()).query(c))?;
-    let mut out = Vec::new();
-    for tag in tags {
-        let fields: Vec<(Vec<u8>, u64)> =
-            pool.with(|c| redis::cmd("HGETALL").arg(limits_key(&tag)).query(c))?;
-        out.extend(fields.into_iter().map(|(f, v)| (tag.clone(), f, v)));
-    }
-    Ok(limit_targets(out))
+/// A limit as stored (a decimal from `set_limit.lua`); `None` for anything else.
+pub fn stored_limit(stored: &[u8]) -> Option<u64> {
+    std::str::from_utf8(stored).ok()?.parse().ok()
 }
 
 /// Stored limits in (tag, field) order, as targets; an entry this gem could not have written is
@@ -504,86 +503,87 @@ impl ScopeDetails {
     }
 }
 
-pub fn details(pool: &Pool, scope: &Scope) -> Result<ScopeDetails> {
-    let (holders, parked, oldest, limits, meta_value): ScopeReply = pool.with(|c| {
-        redis::pipe()
-            .cmd("ZRANGE")
-            .arg(scope.holders())
-            .arg(0)
-            .arg(-1)
-            .arg("WITHSCORES")
-            .cmd("ZCARD")
-            .arg(scope.parked())
-            .cmd("ZRANGE")
-            .arg(scope.parked())
-            .arg(0)
-            .arg(0)
-            .arg("WITHSCORES")
-            .cmd("HMGET")
-            .arg(limits_key(&scope.tag))
-            .arg(&scope.sub)
-            .arg(ALL)
-            .cmd("HGET")
-            .arg(meta(&scope.tag))
-            .arg(&scope.sub)
-            .query(c)
-    })?;
-    Ok(ScopeDetails {
-        holders,
-        parked,
-        oldest_parked_ms: oldest.first().map(|(_, s)| *s),
-        limit_override: limits.into_iter().flatten().next(),
-        default_limit: meta_value.as_deref().and_then(meta_default),
-    })
+/// `(keys, args)` of `details.lua` for one scope.
+pub fn details_call(scope: &Scope) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let keys = vec![
+        scope.holders(),
+        scope.parked(),
+        limits_key(&scope.tag),
+        meta(&scope.tag),
+    ];
+    (keys, vec![scope.sub.clone()])
 }
 
-type ScopeReply = (
-    Vec<(Vec<u8>, u64)>,
+/// `details.lua`'s reply: holders and the oldest parked job as (member, score) lists, the parked
+/// count, the scope's and the tag-wide limit, the scope's meta entry.
+pub type DetailsReply = (
+    Scored,
     u64,
-    Vec<(Vec<u8>, f64)>,
-    Vec<Option<u64>>,
-    Option<String>,
+    Scored,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
+    Option<Vec<u8>>,
 );
+
+/// A sorted set's (member, score) pairs as a script returns them.
+pub type Scored = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// What `details.lua` replied, decoded.
+pub fn details_from(reply: DetailsReply) -> ScopeDetails {
+    let (holders, parked, oldest, own, all, meta_value) = reply;
+    let score = |s: &[u8]| std::str::from_utf8(s).ok()?.parse::<f64>().ok();
+    ScopeDetails {
+        holders: holders
+            .into_iter()
+            .filter_map(|(jid, ms)| Some((jid, score(&ms)? as u64)))
+            .collect(),
+        parked,
+        oldest_parked_ms: oldest.first().and_then(|(_, ms)| score(ms)),
+        limit_override: [own, all]
+            .into_iter()
+            .flatten()
+            .find_map(|v| stored_limit(&v)),
+        default_limit: meta_value
+            .as_deref()
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .and_then(meta_default),
+    }
+}
 
 /// The default limit of a meta entry ("default_limit lease_ms").
 fn meta_default(value: &str) -> Option<u64> {
     value.split(names::META_SEPARATOR).next()?.parse().ok()
 }
 
-/// Scopes worth showing: every scope with parked jobs, then scopes with running jobs found by
-/// a bounded SCAN, at most `max` in all.
-pub fn scopes(pool: &Pool, max: usize) -> Result<Vec<Scope>> {
-    let mut out: Vec<Scope> = Vec::new();
-    let tags: Vec<Vec<u8>> = pool.with(|c| redis::cmd("SMEMBERS").arg(tags_key()).query(c))?;
-    for tag in tags {
-        let subs: Vec<Vec<u8>> = pool.with(|c| redis::cmd("HKEYS").arg(meta(&tag)).query(c))?;
-        out.extend(
+/// The SCAN that finds scopes with running jobs: `(MATCH pattern, COUNT, at most so many rounds)`.
+pub fn holders_scan() -> (String, u64, usize) {
+    (
+        format!("{}*{}", names::SLOTS_PREFIX, names::HOLDERS),
+        1000,
+        100,
+    )
+}
+
+/// Scopes worth showing, at most `max`, sorted: every scope with parked jobs (`parked`: the tags of
+/// [`tags_key`] with their meta hash's subs), then those with running jobs (holders keys a bounded
+/// SCAN of [`holders_scan`] found).
+pub fn scope_list(
+    parked: Vec<(Vec<u8>, Vec<Vec<u8>>)>,
+    holder_keys: &[Vec<u8>],
+    max: usize,
+) -> Vec<Scope> {
+    let mut out: Vec<Scope> = parked
+        .into_iter()
+        .flat_map(|(tag, subs)| {
             subs.into_iter()
-                .map(|sub| Scope::from_parts(tag.clone(), sub)),
-        );
-    }
-    let pattern = format!("{}*{}", names::SLOTS_PREFIX, names::HOLDERS);
-    let mut cursor: u64 = 0;
-    for _ in 0..100 {
-        let (next, keys): (u64, Vec<Vec<u8>>) = pool.with(|c| {
-            redis::cmd("SCAN")
-                .arg(cursor)
-                .arg("MATCH")
-                .arg(&pattern)
-                .arg("COUNT")
-                .arg(1000)
-                .query(c)
-        })?;
-        out.extend(keys.iter().filter_map(|k| scope_of_holders_key(k)));
-        cursor = next;
-        if cursor == 0 || out.len() >= max {
-            break;
-        }
-    }
+                .map(move |sub| Scope::from_parts(tag.clone(), sub))
+        })
+        .collect();
+    out.extend(holder_keys.iter().filter_map(|k| scope_of_holders_key(k)));
     out.sort_by(|a, b| (&a.tag, &a.sub).cmp(&(&b.tag, &b.sub)));
     out.dedup();
     out.truncate(max);
-    Ok(out)
+    out
 }
 
 /// Reads the scope back out of a holders key (the tag is length-prefixed).
@@ -629,7 +629,64 @@ mod tests {
             assert_eq!(sha, Script::new(source).get_hash());
             assert!(source.ends_with(file));
         }
-        assert!(script("set_limit").is_none());
+        assert!(script("set_limit").is_some_and(
+            |(_, source)| source.ends_with(include_str!("../lua/slots/set_limit.lua"))
+        ));
+        assert!(script("serve").is_none());
+    }
+
+    #[test]
+    fn scope_details_decode_the_scripts_reply() {
+        let scope = Scope::tenant_queue(b"acme", b"q");
+        let (keys, args) = details_call(&scope);
+        let expected = [
+            scope.holders(),
+            scope.parked(),
+            limits_key(scope.tag()),
+            meta(scope.tag()),
+        ];
+        assert_eq!(keys, expected);
+        assert_eq!(args, [scope.sub().to_vec()]);
+        let d = details_from((
+            vec![(b"j1".to_vec(), b"1700000000123".to_vec())],
+            2,
+            vec![(b"{}".to_vec(), b"1.5e12".to_vec())],
+            None,
+            Some(b"4".to_vec()),
+            Some(b"3 60000".to_vec()),
+        ));
+        assert_eq!(d.holders, [(b"j1".to_vec(), 1_700_000_000_123)]);
+        assert_eq!((d.parked, d.oldest_parked_ms), (2, Some(1.5e12)));
+        assert_eq!((d.limit_override, d.default_limit), (Some(4), Some(3)));
+        assert_eq!(d.effective_limit(), Some(4));
+    }
+
+    #[test]
+    fn scope_lists_merge_parked_and_running_scopes_sorted_and_bounded() {
+        let (a, b) = (Scope::tenant_queue(b"a", b"q"), Scope::custom(b"x"));
+        let parked = vec![(b.tag().to_vec(), vec![b.sub().to_vec()])];
+        let running = [a.holders(), b.holders(), b"junk".to_vec()];
+        let listed = scope_list(parked.clone(), &running, 10);
+        assert_eq!(listed.len(), 2);
+        assert_eq!(scope_list(parked, &running, 1).len(), 1);
+        let (pattern, _, _) = holders_scan();
+        assert!(pattern.starts_with(names::SLOTS_PREFIX) && pattern.ends_with(names::HOLDERS));
+    }
+
+    #[test]
+    fn set_limit_call_follows_the_scripts_contract() {
+        let (tag, field) = limit_entry(Some(b"acme"), Some(b"q"), None).unwrap();
+        let (keys, args) = set_limit_call(&tag, &field, Some(7));
+        let index = limits_index_key().into_bytes();
+        assert_eq!(keys, [limits_key(&tag), meta(&tag), index]);
+        assert_eq!(
+            args,
+            [field.clone(), b"7".to_vec(), base(&tag), tag.clone()]
+        );
+        assert_eq!(set_limit_call(&tag, &field, None).1[1], b"");
+        assert_eq!(stored_limit(b"12"), Some(12));
+        assert_eq!(stored_limit(b"-1"), None);
+        assert_eq!(stored_limit(b"x"), None);
     }
 
     #[test]

@@ -5,7 +5,8 @@ module Sidekiq
     # Runtime concurrency limits stored in Redis, changed without a deploy. A per-queue override
     # beats a tenant-wide one, which beats the class's `fair_tenant_concurrency` limit. Raising a
     # limit releases parked jobs at once; 0 halts the scope (its jobs park) until raised. They live
-    # with the slots, in Sidekiq's Redis (this process's default one: one shard).
+    # with the slots, in Sidekiq's Redis (this process's default one: one shard), and are written and
+    # read on Sidekiq's own connection; keys, arguments and replies' meaning come from the extension.
     #
     #   limits = Sidekiq::FairTenant.limits
     #   limits.set(3, tenant: "acme")                    # every queue of acme
@@ -16,36 +17,43 @@ module Sidekiq
     #   limits.list                                      # => [{tenant: "acme", queue: nil, limit: 3}, ...]
     class Limits
       MAX = 1_000_000
-
-      def initialize(client_source = FairTenant)
-        @client_source = client_source
-      end
+      SCRIPT = Native::Slots.script("set_limit").map(&:freeze).freeze
+      INDEX_KEY = Native::Limits.index_key.freeze
 
       # Returns how many parked jobs were released by the change.
       def set(limit, tenant: nil, queue: nil, key: nil)
         tag, field = target(tenant, queue, key)
-        handed(tag, field, native.set_limit(tag, field, validate(limit)))
+        handed(tag, field, write(tag, field, validate(limit)))
       end
 
       def get(tenant: nil, queue: nil, key: nil)
-        native.get_limit(*target(tenant, queue, key))
+        tag, field = target(tenant, queue, key)
+        Native::Limits.value(SidekiqRedis.with { |conn| conn.call("HGET", Native::Limits.key(tag), field) })
       end
 
       def delete(tenant: nil, queue: nil, key: nil)
         tag, field = target(tenant, queue, key)
-        handed(tag, field, native.set_limit(tag, field, nil))
+        handed(tag, field, write(tag, field, nil))
       end
 
       def list
-        native.list_limits
+        entries = SidekiqRedis.with do |conn|
+          conn.call("SMEMBERS", INDEX_KEY).flat_map do |tag|
+            pairs(conn.call("HGETALL", Native::Limits.key(tag))).map { |field, limit| [tag, field, limit] }
+          end
+        end
+        Native::Limits.targets(entries)
       end
 
       private
 
-      # Native::Limits of the current slots connection, Sidekiq's Redis (rebuilt after a fork or a settings
-      # change).
-      def native
-        @client_source.slots_native.limits
+      def write(tag, field, limit)
+        SidekiqRedis.with { |conn| ScriptRunner.run(conn, *SCRIPT, *Native::Limits.set_call(tag, field, limit)) }
+      end
+
+      # HGETALL's reply: a flat Array (RESP2), or a Hash (RESP3).
+      def pairs(reply)
+        reply.is_a?(Hash) ? reply.to_a : reply.each_slice(2).to_a
       end
 
       def target(tenant, queue, key)

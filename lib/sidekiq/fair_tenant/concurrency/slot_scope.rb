@@ -13,19 +13,19 @@ module Sidekiq
 
       # [options, tag, sub], or nil when the job has no tenant or key (one warning: it runs unlimited).
       # Raises ArgumentError on invalid options, and what the class's key or tenant method raises.
-      def resolve(worker, job)
-        class_name = JobInfo.class_name(worker, job)
+      def resolve(worker, job, view = JobView.new(worker, job))
+        class_name = view.class_name
         options = FairTenant.concurrency_cache.fetch(class_name, job["fair_tenant_concurrency"])
-        tag, sub = scope(JobInfo.job_class(worker, job), job, options, class_name)
+        tag, sub = scope(view, options, class_name)
         tag && [options, tag, sub]
       end
 
       # The slot a job pushed to a fair queue carries, or nil (no option, no scope, or it cannot be worked out:
       # then the server middleware decides when the job runs, as on other queues).
-      def descriptor(job)
+      def descriptor(job, view = nil)
         return nil if job["fair_tenant_concurrency"].nil?
 
-        options, tag, sub = resolve(job["class"], job)
+        options, tag, sub = resolve(job["class"], job, view || JobView.new(job["class"], job))
         return nil unless options
 
         parts = { "tag" => tag, "sub" => sub, "limit" => options.limit, "lease" => options.lease_ms,
@@ -38,12 +38,13 @@ module Sidekiq
         nil
       end
 
-      def scope(klass, job, options, class_name)
+      def scope(view, options, class_name)
         if options.key_method
-          key = klass.public_send(options.key_method, *JobInfo.arguments(klass, job))
+          key = view.klass.public_send(options.key_method, *view.arguments)
           return Native::Slots.key_scope(key.to_s) unless JobInfo.blank?(key)
         else
-          tenant = JobInfo.tenant(klass, job)
+          tenant = view.tenant
+          job = view.job
           queue = job["fair_tenant_rerouted_from"] || job["queue"]
           return Native::Slots.tenant_scope(tenant, queue.to_s) if tenant
         end

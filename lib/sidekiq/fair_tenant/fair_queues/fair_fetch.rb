@@ -36,8 +36,7 @@ module Sidekiq
         @inflight_key = Native::Fair.inflight_key(@identity)
         @keys = [@inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Native::Fair.recovered_key(@identity)]
         init_acks
-        Liveness.fetching_as(@identity)
-        Slots.start # renews the leases of slots taken here; its sweep brings back tenants whose holder died
+        FairFetch.background(self)
       end
 
       def redis(&block)
@@ -80,12 +79,11 @@ module Sidekiq
 
       private
 
-      # Adopts what the thread's last fetch left (FairFetch.adopt_left); now and then recovers dead processes'
-      # jobs. (A process registers for recovery in its first fetch or acknowledgement, and again in the first
-      # after a recovery took its jobs: the scripts look each time.)
+      # Adopts what the thread's last fetch left. (Dead processes' jobs are recovered by Sweeper's thread; a
+      # process registers in its first fetch or ack, and again in the first after a recovery took its jobs.)
       def housekeeping(conn)
+        Sweeper.forked(@identity)
         FairFetch.adopt_left(conn, ADOPT_BATCH)
-        Recovery.sweep(conn, @identity) if Recovery.due?
       end
 
       def requeue_units(units)

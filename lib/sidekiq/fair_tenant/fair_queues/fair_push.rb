@@ -12,17 +12,26 @@ module Sidekiq
       def raw_push(payloads)
         return super unless fair_candidate?(payloads.first)
 
+        queue = one_fair_queue(payloads)
+        return fair_push(queue, payloads) if queue
+
         # Sidekiq 8 groups a bulk push by queue: jobs of other queues keep Sidekiq's path.
         fair, plain = payloads.partition { |payload| FairQueues.fair?(payload["queue"]) }
-        return super if fair.empty?
-
         super(plain) unless plain.empty?
-        fair.group_by { |payload| payload["queue"] }.each { |queue, group| fair_push(queue, group) }
+        fair.group_by { |payload| payload["queue"] }.each { |name, group| fair_push(name, group) }
         true
+      ensure
+        JobView.forget
       end
 
       def fair_candidate?(first)
         FairQueues.any? && first && !first.key?("at") && !FairQueues.testing?
+      end
+
+      # The fair queue of every payload (a push, a bulk push of one queue), or nil.
+      def one_fair_queue(payloads)
+        queue = payloads.first["queue"]
+        queue if FairQueues.fair?(queue) && payloads.all? { |payload| payload["queue"] == queue }
       end
 
       def fair_push(queue, payloads)
@@ -31,8 +40,9 @@ module Sidekiq
         pairs = payloads.map do |payload|
           payload["enqueued_at"] = now
           payload.delete(FairFetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
-          FairQueues.carry_slot(payload)
-          [FairQueues.tenant(payload), Sidekiq.dump_json(JobBytes.head_first(payload))]
+          view = JobView.take(payload) # the middleware's, if it looked at this job: one tenant lookup per push
+          FairQueues.carry_slot(payload, view)
+          [FairQueues.tenant(payload, view), Sidekiq.dump_json(JobBytes.head_first(payload))]
         end
         @redis_pool.with do |conn|
           retryable = true

@@ -26,7 +26,8 @@ module Sidekiq
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
       LIBRARY = Native::Fair.library_source.freeze
-      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held].to_h do |name|
+      MILLISECONDS = Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8") # enqueued_at's unit
+      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held liveness].to_h do |name|
         [name, [Native::Fair.function_name(name).freeze, LIBRARY, Native::Fair.script_sha(name).freeze,
                 Native::Fair.script_source(name).freeze].freeze]
       end.freeze
@@ -63,9 +64,8 @@ module Sidekiq
       end
 
       # The tenant of a payload, found as for re-routing; a job with none belongs to the shared tenant.
-      def tenant(payload)
-        klass = JobInfo.job_class(payload["class"], payload)
-        JobInfo.tenant(klass, payload) || SHARED_TENANT
+      def tenant(payload, view = JobView.new(payload["class"], payload))
+        view.tenant || SHARED_TENANT
       rescue StandardError
         SHARED_TENANT
       end
@@ -132,8 +132,8 @@ module Sidekiq
 
       # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptor), or
       # drops a stale one. True when the payload changed.
-      def carry_slot(payload)
-        slot = SlotScope.descriptor(payload)
+      def carry_slot(payload, view = nil)
+        slot = SlotScope.descriptor(payload, view)
         return false if payload[SlotScope::FIELD] == slot
 
         slot ? payload[SlotScope::FIELD] = slot : payload.delete(SlotScope::FIELD)
@@ -147,11 +147,7 @@ module Sidekiq
 
       # `enqueued_at` as the running Sidekiq writes it (8.0+: epoch milliseconds).
       def now
-        if Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8")
-          ::Process.clock_gettime(::Process::CLOCK_REALTIME, :millisecond)
-        else
-          Time.now.to_f
-        end
+        MILLISECONDS ? ::Process.clock_gettime(::Process::CLOCK_REALTIME, :millisecond) : Time.now.to_f
       end
     end
   end

@@ -23,25 +23,31 @@ module Sidekiq
         # Scheduled: counted and routed when the poller pushes it to its queue. Already counted:
         # a retry, a "retry now" from the Web UI or a scheduled job's second pass.
         unless JobInfo.blank?(raw) || job.key?("at") || job[COUNTED]
-          class_name = JobInfo.class_name(worker, job)
-          rules = rules_for(class_name, worker, job, raw)
-          route(rules, class_name, worker, job) if rules
+          view = JobView.new(worker, job)
+          rules = rules_for(view.class_name, worker, job, raw)
+          route(rules, view.class_name, view) if rules
+          keep(view)
         end
         yield
       end
 
       private
 
-      def route(rules, class_name, worker, job)
+      # What routing worked out (class, arguments, tenant), for the fair push of this job (FairPush).
+      def keep(view)
+        JobView.keep(view) if view.resolved? && FairQueues.fair?(view.job["queue"]) && !FairQueues.testing?
+      end
+
+      def route(rules, class_name, view)
+        job = view.job
         queue = job["queue"]
         fair = FairQueues.fair?(queue)
         return unless rules.routes?(fair) # a fair queue's job, and no rule asked to re-route it
 
-        klass = JobInfo.job_class(worker, job)
-        default = JobInfo.default_queue(klass, job)
+        default = view.default_queue
         return if default && default != queue # pushed to an explicit queue: respect it
 
-        tenant = JobInfo.tenant(klass, job)
+        tenant = view.tenant
         return warn_no_tenant(class_name) unless tenant
 
         job["fair_tenant"] = json_safe(tenant)

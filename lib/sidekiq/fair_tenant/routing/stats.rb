@@ -16,6 +16,9 @@ module Sidekiq
     class Stats
       Page = Struct.new(:total, :tenants, :offset, :limit, keyword_init: true)
       MAX_PAGE = 1_000
+      DETAILS = Native::Slots.script("details").map(&:freeze).freeze
+      TAGS_KEY = Native::Slots.tags_key.freeze # tags with parked jobs
+      SCAN_MATCH, SCAN_COUNT, SCAN_ROUNDS = Native::Stats.holders_scan # holders keys: scopes with running jobs
 
       def initialize(client_source = FairTenant)
         @client_source = client_source
@@ -55,11 +58,12 @@ module Sidekiq
       # (jid, lease expiry; expired leases are listed but not counted as running), parked count,
       # oldest parked job's age and effective limit.
       def concurrency(max: 200, now: Time.now.to_f)
-        slots_native.scopes(max).map { |tag, sub| scope(tag, sub, now) }
+        scopes(max).map { |tag, sub| scope(tag, sub, now) }
       end
 
       def scope(tag, sub, now = Time.now.to_f)
-        details = slots_native.scope_details(tag, sub)
+        reply = SidekiqRedis.with { |conn| ScriptRunner.run(conn, *DETAILS, *Native::Stats.details_call(tag, sub)) }
+        details = Native::Stats.details(tag, sub, reply)
         oldest = details.delete(:oldest_parked_ms)
         # A lease past its expiry is a worker that died (or a clock ahead of Redis's): it is dropped
         # when the scope next needs the slot, and not counted as running meanwhile.
@@ -70,14 +74,31 @@ module Sidekiq
 
       private
 
-      # Native::Stats of the current connections (rebuilt after a fork or a settings change): the gem's
-      # Redis for tenants and counts, Sidekiq's for concurrency slots.
+      # Native::Stats of the gem's connection (rebuilt after a fork or a settings change), for tenants and
+      # counts; concurrency scopes are read on Sidekiq's own connection, where the slots are.
       def native
         @client_source.native.stats
       end
 
-      def slots_native
-        @client_source.slots_native.stats
+      # Every scope with parked jobs, then those with running jobs a bounded SCAN finds: at most `max`.
+      def scopes(max)
+        SidekiqRedis.with do |conn|
+          parked = conn.call("SMEMBERS", TAGS_KEY).to_a.map do |tag|
+            [tag, conn.call("HKEYS", Native::Stats.meta_key(tag))]
+          end
+          Native::Stats.scope_list(parked, holder_keys(conn, max - parked.sum { |_, subs| subs.size }), max)
+        end
+      end
+
+      def holder_keys(conn, wanted)
+        keys = []
+        cursor = "0"
+        SCAN_ROUNDS.times do
+          cursor, batch = conn.call("SCAN", cursor, "MATCH", SCAN_MATCH, "COUNT", SCAN_COUNT)
+          keys.concat(batch)
+          break if cursor == "0" || keys.size >= wanted
+        end
+        keys
       end
 
       def resolve(job_class)

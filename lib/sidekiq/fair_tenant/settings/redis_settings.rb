@@ -23,16 +23,6 @@ module Sidekiq
         resolve(raw_connection_settings)
       end
 
-      # What the concurrency slots' client is built from: Sidekiq's own Redis, the one a server process
-      # fetches from (its shard), where a parked job handed a slot must be pushed. What connection_settings
-      # gives when the gem has no redis_url or sentinels of its own (both are equal then); when it has, its
-      # TLS keys are that server's, and Sidekiq's TLS settings alone apply.
-      def slots_connection_settings
-        settings = raw_connection_settings
-        settings.merge!(TlsSettings::DEFAULTS) if settings[:redis_url] || settings[:sentinels]
-        resolve(settings.merge!(redis_url: nil, sentinels: nil))
-      end
-
       private
 
       def resolve(settings)

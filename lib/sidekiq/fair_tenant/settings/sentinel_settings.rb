@@ -2,7 +2,7 @@
 
 module Sidekiq
   module FairTenant
-    # The Sentinel keys of Config (see the README's configuration table). With `sentinels`, the gem asks
+    # The Sentinel keys of Config (docs/CONFIGURATION.md). With `sentinels`, the gem asks
     # them for the master's address; the master's credentials and db still come from the Redis URL, whose
     # host is the master name unless `sentinel_master` gives it.
     module SentinelSettings

@@ -2,7 +2,7 @@
 
 module Sidekiq
   module FairTenant
-    # The TLS keys of Config (see the README's configuration table).
+    # The TLS keys of Config (docs/CONFIGURATION.md).
     module TlsSettings
       # OpenSSL::SSL::VERIFY_NONE / VERIFY_PEER as Sidekiq's ssl_params give them, without loading openssl.
       module OpenSSLVerify

@@ -10,32 +10,33 @@ module Sidekiq
       # every Liveness::EVERY seconds the gem's own heartbeat thread of a process with a fair fetcher clears any
       # suspicion of it (Liveness), so a live process whose key was deleted or evicted keeps its jobs, and only
       # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
-      # Every INTERVAL seconds one fetching process of the fleet (a lock) looks, sooner while a process is
-      # suspected, on the connection it fetches with, so jobs stay in their shard. A recovered process leaves
-      # the registry, and its copies are remembered for KEEP seconds: a process that was only stalled finds
-      # itself missing at its next call, registers again and takes back the copies still waiting (the scripts'
-      # ensure_registered), so it runs none of its jobs twice unless another process took a copy meanwhile.
+      # One process of the fleet sweeps per INTERVAL (Sweeper: the fleet's lease), sooner while a process is
+      # suspected, on Sidekiq's own Redis (where it fetches); the liveness of BATCH
+      # registered processes is read per call (the liveness script, Native::Fair's rule). A recovered process
+      # leaves the registry, and its copies are remembered for KEEP seconds: a process that was only stalled
+      # finds itself missing at its next call, registers again and takes back the copies still waiting (the
+      # scripts' ensure_registered), so it runs none of its jobs twice unless another process took a copy
+      # meanwhile.
       #
       # Payloads move as bytes. A job interrupted Interruptions::MAX times, and a payload that is not a job,
       # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
       module Recovery
-        INTERVAL = 15
+        INTERVAL = Native::Fair::RECOVERY_INTERVAL_SECONDS
         LAPSE = Native::Fair::RECOVERY_LAPSE_SECONDS
+        BATCH = Native::Fair::RECOVERY_BATCH
         REGISTRY = Native::Fair.registry_key.freeze
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
         LOCK = Native::Fair.recovery_lock_key.freeze
         KEEP = Native::Fair::RECOVERED_KEEP_SECONDS
 
+        # When this process next tries the fleet's lease (Sweeper).
         PACE = Interval.new(INTERVAL)
 
         class << self
-          # True once per INTERVAL per process (sooner while a process is suspected): this caller looks.
-          def due? = PACE.due?
-
           # Recovers the in-flight jobs of every registered process (but `own_identity`) found dead. Returns
-          # {recovered:, processes:, suspected:} (recovered: jobs put back or sent to the dead set;
-          # suspected: processes whose heartbeat is gone but not for LAPSE seconds yet), or nil when another
-          # process holds the lock.
+          # {recovered:, processes:, suspected:, due_in:} (recovered: jobs put back or sent to the dead set;
+          # suspected: processes whose heartbeat is gone but not for LAPSE seconds yet; due_in: seconds until
+          # the first of them is due, or nil), or nil when another process is sweeping (the lock).
           def sweep(conn, own_identity = nil)
             return unless conn.call("SET", LOCK, own_identity.to_s, "NX", "EX", INTERVAL)
 
@@ -64,30 +65,31 @@ module Sidekiq
           private
 
           def look(conn, own_identity)
-            result = { recovered: 0, processes: 0, suspected: 0 }
-            identities = conn.call("SMEMBERS", REGISTRY) - [own_identity]
-            return result if identities.empty?
-
-            now = server_time(conn)
-            suspects = conn.call("HGETALL", SUSPECTS)
-            suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array) # RESP2 on redis-rb's raw call
-            identities.each { |identity| judge(conn, identity, suspects[identity], now, result) }
-            PACE.within(LAPSE) if result[:suspected].positive?
-            result
+            result = { recovered: 0, processes: 0, suspected: 0, due_in: nil }
+            cursor = "0"
+            done = {} # SSCAN may return an identity twice
+            loop do
+              cursor, suspected, due_in, *dead = liveness(conn, cursor, own_identity)
+              count(result, suspected, due_in)
+              (dead - done.keys).each do |identity|
+                done[identity] = true
+                result[:recovered] += recover_process(conn, identity)
+                result[:processes] += 1
+              end
+              return result if cursor.to_s == "0"
+            end
           end
 
-          # A live process stops being suspected; one gone for LAPSE seconds is recovered; one newly found
-          # gone is suspected from now.
-          def judge(conn, identity, since, now, result)
-            if conn.call("EXISTS", identity).to_i.positive?
-              conn.call("HDEL", SUSPECTS, identity) if since
-            elsif since && now - since.to_f >= LAPSE
-              result[:recovered] += recover_process(conn, identity)
-              result[:processes] += 1
-            else
-              conn.call("HSETNX", SUSPECTS, identity, now.to_s) unless since
-              result[:suspected] += 1
-            end
+          # One batch of the registry judged: [next cursor, suspects, seconds until the first is due, *dead].
+          def liveness(conn, cursor, own_identity)
+            FairQueues.run(conn, "liveness", [REGISTRY, SUSPECTS], [cursor, BATCH, LAPSE, own_identity.to_s])
+          end
+
+          def count(result, suspected, due_in)
+            result[:suspected] += suspected.to_i
+            return if due_in.to_s.empty?
+
+            result[:due_in] = [result[:due_in], Float(due_in)].compact.min
           end
 
           # [entry, action, job] for the recover script.
@@ -105,11 +107,6 @@ module Sidekiq
             return [raw, "dead", Interruptions.dead(payload, count, queue, job, killed)] if count >= Interruptions::MAX
 
             [raw, FairQueues.fair?(queue) ? "fair" : "plain", Interruptions.with_count(job, count)]
-          end
-
-          def server_time(conn)
-            seconds, micros = conn.call("TIME")
-            seconds.to_i + (micros.to_i / 1_000_000.0)
           end
 
           def log(identity, count)

@@ -41,6 +41,14 @@ module Sidekiq
           [capsule, strict, strict ? queues.uniq : queues]
         end
 
+        # The process's threads beside a fetcher's: the heartbeat (Slots: renews the leases of slots taken here,
+        # its sweep brings back tenants whose holder died; Liveness beats) and the fleet's recovery sweeps.
+        def background(fetcher)
+          Liveness.fetching_as(fetcher.identity)
+          Sweeper.start(fetcher.identity)
+          Slots.start
+        end
+
         # This process's identity as Sidekiq's heartbeat names it.
         def identity
           if defined?(::Sidekiq::Component)

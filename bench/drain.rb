@@ -1,0 +1,129 @@
+# frozen_string_literal: true
+
+require_relative "redis_counters"
+require_relative "drain_app"
+
+# The drain table of bin/bench: a real `sidekiq -c 10` draining no-op jobs with BasicFetch and with FairFetch, a
+# private redis-server per round, the two taking turns round by round; per cell the median of ROUNDS rounds of
+# jobs/s and, per job, Redis CPU, Redis commands (those inside scripts included) and server time (commandstats).
+# The window runs from the first push (the process already booted and idle) to the last job's INCR: it counts the
+# pushes, fetches, acknowledgements and the job's own INCR, and Sidekiq's heartbeats meanwhile (both modes alike).
+module DrainBench
+  ROUNDS = Integer(ENV.fetch("DRAIN_ROUNDS", "3"))
+  # [payload bytes, jobs]: 10,000 jobs of 1 KB, DRAIN_JOBS_LARGE (default 1,000: 200 MB per round) of 200 KB.
+  PAYLOADS = [[1_000, Integer(ENV.fetch("DRAIN_JOBS", "10000"))],
+              [200_000, Integer(ENV.fetch("DRAIN_JOBS_LARGE", "1000"))]].freeze
+  TENANT_COUNTS = [50, 10_000].freeze
+  MODES = %i[basic fair].freeze
+  BULK_BYTES = 1_000_000 # per push_bulk call
+  DEADLINE = 900
+
+  module_function
+
+  # An argument of about `bytes` bytes of JSON: an array of small objects, as real arguments look.
+  def filler(bytes)
+    Array.new((bytes / 41).clamp(1, nil)) { |n| { "id" => n, "sku" => format("item-%06d", n), "qty" => n % 7 } }
+  end
+
+  # One round of one mode on its own redis-server: {rate:, cpu_us:, commands:, server_us:, by_command:}.
+  def round(mode, bytes, jobs, tenants)
+    server = RedisServer.new.start
+    redis = server.redis
+    pool = Sidekiq::RedisConnection.create(url: server.url, size: 2)
+    sidekiq = boot(mode, server, redis)
+    result = push_and_wait(redis, sidekiq, jobs) { push(pool, filler(bytes), jobs, tenants) }
+    sidekiq.stop
+    result
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+    redis&.close
+    server.stop
+    server.remove_dir
+  end
+
+  def boot(mode, server, redis)
+    fair = mode == :fair
+    env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
+    sidekiq = SidekiqProcess.new(redis_url: server.url, concurrency: 10, env: env,
+                                 app: File.expand_path("drain_app.rb", __dir__)).start
+    wait(sidekiq) { redis.scard("processes").positive? }
+    sleep 0.5 # every thread idle in its BRPOP
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
+    sidekiq
+  end
+
+  # Pushes `jobs` jobs in bulks of about BULK_BYTES through `pool` (the round's server).
+  def push(pool, filler, jobs, tenants)
+    batch = (BULK_BYTES / [JSON.generate(filler).bytesize, 1].max).clamp(1, 1000)
+    Sidekiq::Client.via(pool) do
+      jobs.times.each_slice(batch) do |slice|
+        Sidekiq::Client.push_bulk("class" => BenchDrainJob, "args" => slice.map { |i| [i, "t#{i % tenants}", filler] })
+      end
+    end
+  end
+
+  # Runs the block (the pushes) and waits for `jobs` jobs done; the figures of that window.
+  def push_and_wait(redis, sidekiq, jobs)
+    before = RedisCounters.take(redis)
+    started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    yield
+    polls = wait(sidekiq) { redis.get("bench:done").to_i >= jobs }
+    elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
+    work = RedisCounters.take(redis).since(before, ignore: { "get" => polls })
+    { rate: jobs / elapsed, cpu_us: work[:cpu] * 1e6 / jobs, commands: work[:calls].fdiv(jobs),
+      server_us: work[:usec].fdiv(jobs), by_command: work[:by_command].transform_values { |n| n.fdiv(jobs) } }
+  end
+
+  # Polls until the block is true; the number of polls.
+  def wait(sidekiq)
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + DEADLINE
+    polls = 0
+    until yield
+      polls += 1
+      if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline || !sidekiq.alive?
+        raise "bin/bench: the drain's sidekiq did not finish; its log #{sidekiq.log}:\n" \
+              "#{File.read(sidekiq.log).lines.last(20).join}"
+      end
+      sleep 0.01
+    end
+    polls + 1
+  end
+
+  def median(values) = values.sort[values.size / 2]
+
+  # {[bytes, tenants] => {jobs:, basic: {...}, fair: {...}}}, rounds alternating which mode goes first.
+  def run
+    round(:basic, 1_000, 1_000, 50) # warm up: OS caches, the first boot
+    PAYLOADS.product(TENANT_COUNTS).to_h do |(bytes, jobs), tenants|
+      rounds = Hash.new { |h, k| h[k] = [] }
+      ROUNDS.times do |r|
+        MODES.rotate(r).each { |mode| rounds[mode] << round(mode, bytes, jobs, tenants) }
+      end
+      cell = MODES.to_h do |mode|
+        [mode, %i[rate cpu_us commands server_us].to_h { |f| [f, median(rounds[mode].map { |x| x[f] })] }]
+      end
+      [[bytes, tenants], cell.merge(jobs: jobs, tenants_with_jobs: [jobs, tenants].min)]
+    end
+  end
+
+  def print(table)
+    puts
+    puts "  real sidekiq -c 10 draining no-op jobs (one INCR each), BasicFetch vs FairFetch, a private redis-server " \
+         "per round, median of #{ROUNDS} alternating rounds; per job: Redis CPU (used_cpu_user+sys), Redis commands"
+    puts "  (inside scripts included), server us (commandstats usec), pushes + fetches + acks + the job's INCR:"
+    puts format("  %-7s %8s %7s | %-24s | %-22s | %-22s | %-22s", "payload", "tenants", "jobs", "jobs/s basic fair x",
+                "CPU us basic fair x", "cmds basic fair x", "server us basic fair x")
+    table.each do |(bytes, tenants), cell|
+      b = cell[:basic]
+      f = cell[:fair]
+      cols = %i[rate cpu_us commands server_us].map do |k|
+        format(k == :rate ? "%7.0f %7.0f %6.2fx" : "%6.1f %6.1f %6.2fx", b[k], f[k], f[k] / b[k])
+      end
+      puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s", "#{bytes / 1000} KB",
+                  tenants == cell[:tenants_with_jobs] ? tenants : "#{cell[:tenants_with_jobs]}*", cell[:jobs], *cols)
+    end
+    return unless table.any? { |(_, tenants), cell| cell[:tenants_with_jobs] < tenants }
+
+    puts "  * fewer tenants than asked: one job per tenant at most (raise DRAIN_JOBS_LARGE for more)"
+  end
+end
