@@ -292,9 +292,9 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     forget_entry()
     redis.call('ZREM', tier, member)
     redis.call('ZREM', k.heads, tenant)
+    redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start) -- only here: a tag behind v is harmless (activate)
     redis.call('ZADD', k.fin, finish, tenant)
   end
-  redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
   redis.call('HINCRBY', k.state, K_STATE_N, -1)
   return tenant, job, slot and slot.jid
 end
