@@ -284,6 +284,22 @@ RSpec.describe "Fair fetch" do
       expect(redis.llen(fetch.inflight_key)).to eq(0)
     end
 
+    it "drops a long entry of a job without a slot by a plain LREM after the next fetch, not inside the script" do
+      long = "x" * (Sidekiq::FairTenant::Native::Names::INLINE_ACK_MAX_BYTES + 1)
+      6.times { |i| FairJob.perform_async("t#{i % 2}", i, long) }
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::FairFetch::Sweeper.stop
+      fetch.retrieve_work.acknowledge # loads the script
+
+      sent = monitor_commands { 3.times { fetch.retrieve_work.acknowledge } }
+
+      expect(sent).to eq(%w[fcall lrem] * 3)
+      expect(redis.llen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
+      fetch.flush_acks
+      expect(redis.llen(fetch.inflight_key)).to eq(0)
+    end
+
     it "pauses a tenant with weight 0 and resumes it" do
       redis.hset(weights, "paused", 0)
       3.times { |i| FairJob.perform_async("paused", i) }

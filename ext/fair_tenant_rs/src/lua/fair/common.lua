@@ -100,7 +100,9 @@ local function inflight_entry(queue, tenant, job)
   return #queue .. ':' .. queue .. #tenant .. ':' .. tenant .. job
 end
 
-local function parse_entry(entry)
+-- An in-flight entry's queue, tenant and where its job starts (no copy of the job: a long string made in
+-- Lua costs time in proportion to its length).
+local function entry_head(entry)
   local qlen, rest = entry:match('^(%d+):()')
   if not qlen then return nil end
   qlen = tonumber(qlen)
@@ -109,6 +111,11 @@ local function parse_entry(entry)
   local tlen, rest2 = entry:match('^(%d+):()', tail)
   if not tlen then return nil end
   tlen = tonumber(tlen)
-  local tenant = entry:sub(rest2, rest2 + tlen - 1)
-  return queue, tenant, entry:sub(rest2 + tlen)
+  return queue, entry:sub(rest2, rest2 + tlen - 1), rest2 + tlen
+end
+
+local function parse_entry(entry)
+  local queue, tenant, at = entry_head(entry)
+  if not queue then return nil end
+  return queue, tenant, entry:sub(at)
 end

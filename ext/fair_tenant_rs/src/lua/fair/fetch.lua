@@ -25,8 +25,8 @@ ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
 
 for i = 4, 3 + acks do
   if redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 then -- from the tail, where the oldest in-flight jobs are
-    local _, _, job = parse_entry(ARGV[i])
-    release_slot(job, woken_by_acks)
+    local _, _, at = entry_head(ARGV[i])
+    if at then release_slot(ARGV[i], woken_by_acks, at) end
   end
 end
 for i = 4 + acks, #ARGV, 2 do

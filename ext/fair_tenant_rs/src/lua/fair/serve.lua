@@ -42,20 +42,22 @@ local function head_slot(job, from)
   return nil
 end
 
--- The slot a job of a fair queue takes, or nil. A job FairPush wrote says so in its first bytes; others
--- cost a substring search, and those with a slot a decoding.
-local function slot_of(job)
+-- The slot a job of a fair queue takes, or nil; the job starts at `at` (default 1: an in-flight entry's job
+-- is read in place). A job FairPush wrote says so in its first bytes; others cost a substring search, and
+-- those with a slot a decoding.
+local function slot_of(job, at)
   if not job then return nil end
+  at = at or 1
   local s, jid
-  local head_jid, after = string.match(job, HEAD)
+  local head_jid, after = string.match(job, HEAD, at)
   if head_jid then
     local from = string.match(job, HEAD_SLOT, after)
     if not from then return nil end
     s, jid = head_slot(job, from), head_jid
   end
   if not s then
-    if not string.find(job, SLOT_QUOTED, 1, true) then return nil end
-    local ok, decoded = pcall(cjson.decode, job)
+    if not string.find(job, SLOT_QUOTED, at, true) then return nil end
+    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
     if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
     s, jid = decoded[K_SLOT_FIELD], decoded.jid
   end
@@ -177,9 +179,10 @@ local function wake(slot, limit, tokens)
   return woken
 end
 
--- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it.
-local function release_slot(job, tokens)
-  local slot = slot_of(job)
+-- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it. The
+-- job starts at `at` in `job` (default 1).
+local function release_slot(job, tokens, at)
+  local slot = slot_of(job, at)
   if not slot or redis.call('ZREM', slot.holders, slot.jid) == 0 then return end
   if type(tokens) == 'table' then
     -- Tenants an earlier acknowledgement of this fetch woke read the scope's count before this release.
