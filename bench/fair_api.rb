@@ -61,7 +61,7 @@ def measure(redis, label)
        "#{format("%8.1f", mean)} us/call, slowest #{slowest.to_s.rjust(6)} us  => #{result}"
 end
 
-FairQueues::SCRIPTS.each_value { |_sha, source| redis.call("SCRIPT", "LOAD", source) } # no first-call EVAL measured
+redis.call("FUNCTION", "LOAD", "REPLACE", FairQueues::LIBRARY) # no first-call load measured
 redis.call("CONFIG", "SET", "slowlog-log-slower-than", "0")
 redis.call("CONFIG", "SET", "slowlog-max-len", "100000")
 queue = Sidekiq::Queue.new("bench")

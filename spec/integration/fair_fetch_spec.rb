@@ -44,13 +44,36 @@ RSpec.describe "Fair fetch" do
 
   describe "pushing" do
     it "replaces Sidekiq's SADD + LPUSH with one script call: queue:fair stays empty, the backlog counts it" do
-      FairJob.perform_async("acme", 0) # loads the script
+      FairJob.perform_async("acme", 0) # loads the library
       sent = monitor_commands { 10.times { |i| FairJob.perform_async("acme", i + 1) } }
 
-      expect(sent).to eq(["evalsha"] * 10)
+      expect(sent).to eq(["fcall"] * 10)
       expect(queue_size("fair")).to eq(0)
       expect(backlog).to eq(11)
       expect(redis.smembers("queues")).to include("fair")
+    end
+
+    it "loads the library again when the server lost it (a restart, a failover, FUNCTION FLUSH)" do
+      FairJob.perform_async("acme", 0)
+      redis.call("FUNCTION", "FLUSH")
+      FairJob.perform_async("acme", 1)
+
+      expect(backlog).to eq(2)
+      library = Sidekiq::FairTenant::FairQueues::LIBRARY[/name=(\w+)/, 1]
+      expect(redis.call("FUNCTION", "LIST").map { |lib| lib[1] }).to eq([library])
+    end
+
+    it "runs the scripts by EVALSHA on a server without functions (as Redis 6.2)" do
+      old = RedisServer.new(args: ["--rename-command", "FCALL", ""]).start
+      conn = SpecHelpers::SIDEKIQ7 ? Sidekiq::RedisConnection.create(url: old.url).checkout : Redis.new(url: old.url)
+      Sidekiq::Client.via(ConnectionPool.new(size: 1) { conn }) { 2.times { |i| FairJob.perform_async("old", i) } }
+
+      expect(old.redis.hget("#{base}state", "n")).to eq("2")
+      stats = old.redis.info("commandstats")
+      expect(stats).to include("evalsha")
+      expect(stats).not_to include("fcall")
+    ensure
+      old&.stop
     end
 
     it "keeps push_bulk's jids and pushes the batch in one call" do
@@ -255,7 +278,23 @@ RSpec.describe "Fair fetch" do
 
       sent = monitor_commands { 10.times { fetch.retrieve_work.acknowledge } }
 
-      expect(sent).to eq(["evalsha"] * 10)
+      expect(sent).to eq(["fcall"] * 10)
+      expect(redis.llen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
+      fetch.flush_acks
+      expect(redis.llen(fetch.inflight_key)).to eq(0)
+    end
+
+    it "drops a long entry of a job without a slot by a plain LREM after the next fetch, not inside the script" do
+      long = "x" * (Sidekiq::FairTenant::Native::Names::INLINE_ACK_MAX_BYTES + 1)
+      6.times { |i| FairJob.perform_async("t#{i % 2}", i, long) }
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::FairFetch::Sweeper.stop
+      fetch.retrieve_work.acknowledge # loads the script
+
+      sent = monitor_commands { 3.times { fetch.retrieve_work.acknowledge } }
+
+      expect(sent).to eq(%w[fcall lrem] * 3)
       expect(redis.llen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
       fetch.flush_acks
       expect(redis.llen(fetch.inflight_key)).to eq(0)

@@ -27,10 +27,10 @@ RSpec.describe "Re-routing rules on fair queues" do
   end
 
   it "keeps a rule-bearing job in its fair queue: no routing round trip, nothing counted" do
-    RulesOnFairJob.perform_async("acme", 0) # loads the push script
+    RulesOnFairJob.perform_async("acme", 0) # loads the library
     sent = monitor_commands { 5.times { |i| RulesOnFairJob.perform_async("acme", i + 1) } }
 
-    expect(sent).to eq(["evalsha"] * 5) # the fair push alone
+    expect(sent).to eq(["fcall"] * 5) # the fair push alone
     expect(backlog("fair")).to eq(6)
     expect(backlog("fair_throttled")).to eq(0)
     expect(Sidekiq::Queue.new("fair").size).to eq(6)
@@ -53,7 +53,7 @@ RSpec.describe "Re-routing rules on fair queues" do
     RerouteFromFairJob.perform_async("warm", 0) # loads both scripts
     sent = monitor_commands { 3.times { |i| RerouteFromFairJob.perform_async("acme", i) } }
 
-    expect(sent).to eq(["evalsha"] * 6) # routing, then the fair push
+    expect(sent).to eq(%w[evalsha fcall] * 3) # routing (the gem's pool), then the fair push
     expect(backlog("fair")).to eq(2)
     expect(backlog("fair_throttled")).to eq(2)
     expect(waiting("fair_throttled", "acme").map { |j| j["args"] }).to eq([["acme", 1], ["acme", 2]])

@@ -26,13 +26,13 @@ pub mod rules;
 
 mod keys;
 mod recovery;
-mod scripts;
+pub(crate) mod scripts;
 #[cfg(any(test, feature = "bench"))]
 mod sfq;
 
 pub use keys::*;
 pub use recovery::*;
-pub use scripts::{script, FairScript};
+pub use scripts::{library, script, FairLibrary, FairScript};
 #[cfg(any(test, feature = "bench"))]
 pub use sfq::Sfq;
 #[cfg(test)]

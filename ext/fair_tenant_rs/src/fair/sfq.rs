@@ -105,15 +105,16 @@ impl Sfq {
 
     /// Bookkeeping once a job of `tenant` (start tag `start`, weight `w`) was taken from its backlog:
     /// `V` moves to `start`; the tenant's next start tag is returned, or, when it has no job left, that
-    /// tag is remembered (and tags `V` passed are forgotten).
+    /// tag is remembered and tags `V` passed are forgotten (only then: a tag at or behind `V` is harmless,
+    /// activation takes max(V, tag), so a fetch that leaves its tenant backlogged never prunes).
     pub(crate) fn served(&mut self, tenant: &str, start: f64, w: f64) -> Option<f64> {
         self.v = start;
         let finish = start + 1.0 / w;
         let more = self.backlog.get(tenant).is_some_and(|l| !l.is_empty());
         if !more {
+            self.finish.retain(|_, f| *f > start);
             self.finish.insert(tenant.to_string(), finish);
         }
-        self.finish.retain(|_, f| *f > start);
         more.then_some(finish)
     }
 
@@ -152,7 +153,7 @@ impl Sfq {
         }
     }
 
-    /// Tenants remembered after going idle (bounded: forgotten once `V` passes their finish tag).
+    /// Tenants remembered after going idle (bounded: forgotten at the next idle turn once `V` passed their tag).
     pub fn remembered(&self) -> usize {
         self.finish.len()
     }

@@ -20,6 +20,11 @@ fn sha(ruby: &Ruby, name: String) -> Result<RString, Error> {
     Ok(ruby.str_new(&script(ruby, name)?.sha))
 }
 
+fn function(ruby: &Ruby, name: String) -> Result<RString, Error> {
+    script(ruby, name.clone())?;
+    Ok(ruby.str_new(&fair::library().function(&name)))
+}
+
 fn check_weight(ruby: &Ruby, weight: f64) -> Result<f64, Error> {
     fair::check_weight(weight).map_err(|e| argument_error(ruby, e))
 }
@@ -54,6 +59,11 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let module = native.define_module("Fair")?;
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
     module.define_singleton_method("script_sha", magnus::function!(sha, 1))?;
+    module.define_singleton_method("function_name", magnus::function!(function, 1))?;
+    module.define_singleton_method(
+        "library_source",
+        magnus::function!(|| fair::library().source.as_str(), 0),
+    )?;
     module.define_singleton_method("base", magnus::function!(|q: String| fair::base(&q), 1))?;
     module.define_singleton_method("base_template", magnus::function!(fair::base_template, 0))?;
     module.define_singleton_method("weights_key", magnus::function!(fair::weights_key, 0))?;

@@ -118,20 +118,20 @@ module Sidekiq
 
       # One call of the fetch script, carrying the pending acknowledgements (forgotten once it returned).
       def fetch_once(conn, woken, pairs)
-        acks = pending_acks
-        argv = [woken ? "1" : "0", @identity, acks.size, *acks, *pairs]
+        carried, plain = acks_for_fetch
+        argv = [woken ? "1" : "0", @identity, carried.size, *carried, *pairs]
         reply = FairQueues.run(conn, "fetch", @keys, argv)
-        acks_applied(acks)
+        acks_fetched(conn, carried, plain)
         reply
       end
 
-      # The unit of work of a reply that served a job.
+      # The unit of work of a reply that served a job (a fair queue's job is the end of its in-flight entry).
       def unit(reply)
         queue, tenant, job, entry, held = reply
         HeldSlot.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
-        FairUnit.new("queue:#{queue}", job, entry, self)
+        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held)
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.

@@ -42,7 +42,7 @@ module Sidekiq
           payload.delete(FairFetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
           view = JobView.take(payload) # the middleware's, if it looked at this job: one tenant lookup per push
           FairQueues.carry_slot(payload, view)
-          [FairQueues.tenant(payload, view), Sidekiq.dump_json(payload)]
+          [FairQueues.tenant(payload, view), Sidekiq.dump_json(JobBytes.head_first(payload))]
         end
         @redis_pool.with do |conn|
           retryable = true

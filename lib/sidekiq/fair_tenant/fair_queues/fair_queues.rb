@@ -25,9 +25,11 @@ module Sidekiq
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       SHARED_TENANT = Native::Fair::SHARED_TENANT
+      LIBRARY = Native::Fair.library_source.freeze
       MILLISECONDS = Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8") # enqueued_at's unit
       SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held liveness].to_h do |name|
-        [name, [Native::Fair.script_sha(name).freeze, Native::Fair.script_source(name).freeze]]
+        [name, [Native::Fair.function_name(name).freeze, LIBRARY, Native::Fair.script_sha(name).freeze,
+                Native::Fair.script_source(name).freeze].freeze]
       end.freeze
 
       module_function
@@ -56,9 +58,9 @@ module Sidekiq
         "#{base(queue)}#{suffix}"
       end
 
-      # Runs a fair-queue script on one of Sidekiq's connections (ScriptRunner).
+      # Runs a fair-queue script on one of Sidekiq's connections (ScriptRunner: its function, or EVALSHA).
       def run(conn, name, keys, argv)
-        ScriptRunner.run(conn, *SCRIPTS.fetch(name), keys, argv)
+        ScriptRunner.fcall(conn, SCRIPTS.fetch(name), keys, argv)
       end
 
       # The tenant of a payload, found as for re-routing; a job with none belongs to the shared tenant.
@@ -126,7 +128,7 @@ module Sidekiq
           return [SHARED_TENANT, job, ""]
         end
         stored = begin
-          carry_slot(payload) ? ::Sidekiq.dump_json(payload) : job
+          carry_slot(payload) ? ::Sidekiq.dump_json(JobBytes.head_first(payload)) : job
         rescue StandardError
           job
         end

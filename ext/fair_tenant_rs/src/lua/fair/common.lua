@@ -42,10 +42,17 @@ local function activate(k, tenant, queue)
   redis.call('ZADD', k.ready, v, string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq) .. tenant)
 end
 
--- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable.
+-- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable. A job FairPush
+-- wrote starts with its enqueue time (`{"enqueued_at":<t>,"jid":...`): read there, whatever the job's size.
+-- Others (pushed by an earlier version, adopted from `queue:<name>`) are decoded.
 local function job_time(job)
+  local t = tonumber(string.match(job, '^{"enqueued_at":([%d%.eE+-]+)[,}]'))
+  if t then
+    if t > 1e11 then t = t / 1000 end
+    return t
+  end
   local ok, decoded = pcall(cjson.decode, job)
-  local t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
+  t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
   if not t then
     local now = redis.call('TIME')
     return tonumber(now[1]) + tonumber(now[2]) / 1e6
@@ -93,7 +100,9 @@ local function inflight_entry(queue, tenant, job)
   return #queue .. ':' .. queue .. #tenant .. ':' .. tenant .. job
 end
 
-local function parse_entry(entry)
+-- An in-flight entry's queue, tenant and where its job starts (no copy of the job: a long string made in
+-- Lua costs time in proportion to its length).
+local function entry_head(entry)
   local qlen, rest = entry:match('^(%d+):()')
   if not qlen then return nil end
   qlen = tonumber(qlen)
@@ -102,6 +111,11 @@ local function parse_entry(entry)
   local tlen, rest2 = entry:match('^(%d+):()', tail)
   if not tlen then return nil end
   tlen = tonumber(tlen)
-  local tenant = entry:sub(rest2, rest2 + tlen - 1)
-  return queue, tenant, entry:sub(rest2 + tlen)
+  return queue, entry:sub(rest2, rest2 + tlen - 1), rest2 + tlen
+end
+
+local function parse_entry(entry)
+  local queue, tenant, at = entry_head(entry)
+  if not queue then return nil end
+  return queue, tenant, entry:sub(at)
 end

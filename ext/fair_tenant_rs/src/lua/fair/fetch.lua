@@ -11,9 +11,10 @@
 --       entries to drop, then base, queue pairs (base "" for a plain queue)
 -- An acknowledged job that held a concurrency slot gives it back (fair_caps.lua), and a tenant that waited
 -- for it is served by this very call if its turn comes first; a served job with a slot takes it.
--- Returns {queue, tenant, job, entry, held, adopt} (entry: what acknowledges it; held: the jid when the job
--- took its slot, else ""; adopt: 1 when the fair queue's `queue:<name>` list holds jobs to adopt, else 0;
--- tenant and entry false for a plain queue), {queue} when a fair queue has nothing in fair order but jobs
+-- Returns {queue, tenant, job, entry, held, adopt} (entry: what acknowledges it, the job at its end; held: the
+-- jid when the job took its slot, else ""; adopt: 1 when the fair queue's `queue:<name>` list holds jobs to
+-- adopt, else 0; from a fair queue job is false, the caller reads it from entry: a job crosses once; from a
+-- plain queue tenant and entry are false), {queue} when a fair queue has nothing in fair order but jobs
 -- to adopt in `queue:<name>`, or nil.
 local woken = ARGV[1] == '1'
 local identity = ARGV[2]
@@ -24,8 +25,8 @@ ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
 
 for i = 4, 3 + acks do
   if redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 then -- from the tail, where the oldest in-flight jobs are
-    local _, _, job = parse_entry(ARGV[i])
-    release_slot(job, woken_by_acks)
+    local _, _, at = entry_head(ARGV[i])
+    if at then release_slot(ARGV[i], woken_by_acks, at) end
   end
 end
 for i = 4 + acks, #ARGV, 2 do
@@ -45,7 +46,7 @@ for i = 4 + acks, #ARGV, 2 do
       local entry = inflight_entry(queue, tenant, job)
       redis.call('LPUSH', KEYS[1], entry)
       settle(woken_by_acks)
-      return { queue, tenant, job, entry, held or '', waiting and 1 or 0 }
+      return { queue, tenant, false, entry, held or '', waiting and 1 or 0 }
     elseif waiting then
       settle(woken_by_acks)
       return { queue }

@@ -25,16 +25,45 @@ local function scope_keys(tag, sub)
 end
 
 local SLOT_QUOTED = '"' .. K_SLOT_FIELD .. '"'
+-- The first bytes of a job FairPush wrote: enqueue time, jid, then its slot if it has one (common.lua).
+local HEAD = '^{"enqueued_at":[%d%.eE+-]+,"jid":"([%w_%-]*)",()'
+local HEAD_SLOT = '^' .. SLOT_QUOTED:gsub('%p', '%%%0') .. ':()%['
 
--- The slot a job of a fair queue takes, or nil. Jobs without one cost a substring search, no decoding.
-local function slot_of(job)
-  if not job or not string.find(job, SLOT_QUOTED, 1, true) then return nil end
-  local ok, decoded = pcall(cjson.decode, job)
-  if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
-  local s = decoded[K_SLOT_FIELD]
+-- The slot array of a job FairPush wrote, starting at `from`: the shortest run to a `]` that decodes as an
+-- array (a tag or sub may hold a `]`); nil when none does within a few tries.
+local function head_slot(job, from)
+  local close = from
+  for _ = 1, 8 do
+    close = string.find(job, ']', close + 1, true)
+    if not close then return nil end
+    local ok, s = pcall(cjson.decode, string.sub(job, from, close))
+    if ok and type(s) == 'table' then return s end
+  end
+  return nil
+end
+
+-- The slot a job of a fair queue takes, or nil; the job starts at `at` (default 1: an in-flight entry's job
+-- is read in place). A job FairPush wrote says so in its first bytes; others cost a substring search, and
+-- those with a slot a decoding.
+local function slot_of(job, at)
+  if not job then return nil end
+  at = at or 1
+  local s, jid
+  local head_jid, after = string.match(job, HEAD, at)
+  if head_jid then
+    local from = string.match(job, HEAD_SLOT, after)
+    if not from then return nil end
+    s, jid = head_slot(job, from), head_jid
+  end
+  if not s then
+    if not string.find(job, SLOT_QUOTED, at, true) then return nil end
+    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
+    if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
+    s, jid = decoded[K_SLOT_FIELD], decoded.jid
+  end
   if type(s) ~= 'table' or type(s[K_SLOT_TAG]) ~= 'string' or type(s[K_SLOT_SUB]) ~= 'string' then return nil end
   local slot = scope_keys(s[K_SLOT_TAG], s[K_SLOT_SUB])
-  slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(decoded.jid)
+  slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(jid)
   slot.default = tonumber(s[K_SLOT_LIMIT]) or K_DEFAULT_LIMIT
   slot.lease = tonumber(s[K_SLOT_LEASE]) or K_DEFAULT_LEASE_MS
   slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
@@ -150,9 +179,10 @@ local function wake(slot, limit, tokens)
   return woken
 end
 
--- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it.
-local function release_slot(job, tokens)
-  local slot = slot_of(job)
+-- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it. The
+-- job starts at `at` in `job` (default 1).
+local function release_slot(job, tokens, at)
+  local slot = slot_of(job, at)
   if not slot or redis.call('ZREM', slot.holders, slot.jid) == 0 then return end
   if type(tokens) == 'table' then
     -- Tenants an earlier acknowledgement of this fetch woke read the scope's count before this release.
@@ -265,9 +295,9 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     forget_entry()
     redis.call('ZREM', tier, member)
     redis.call('ZREM', k.heads, tenant)
+    redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start) -- only here: a tag behind v is harmless (activate)
     redis.call('ZADD', k.fin, finish, tenant)
   end
-  redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start)
   redis.call('HINCRBY', k.state, K_STATE_N, -1)
   return tenant, job, slot and slot.jid
 end
@@ -356,7 +386,7 @@ local function glob_escape(s)
   return (s:gsub('[%*%?%[%]\\]', '\\%0'))
 end
 
-local ACTIVATION = string.rep('?', K_ACTIVATION_DIGITS)
+local ACTIVATION = ('?'):rep(K_ACTIVATION_DIGITS) -- no `string` global while a function library loads
 
 -- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
 -- (capped or over), its member there and start tag, or nil (not held on this scope).

@@ -9,7 +9,9 @@ module Sidekiq
       # shutdown) and the process's exit send them on their own. A SIGKILL between a job's end and the next
       # fetch leaves its entry: the job runs again (at least once). Acknowledgements leave memory only once a
       # call that carried them returned: a failed, refused or interrupted call (a failover's READONLY, a
-      # timeout, Sidekiq::Shutdown) keeps them for the next (dropping an entry twice is harmless).
+      # timeout, Sidekiq::Shutdown) keeps them for the next (dropping an entry twice is harmless). A long entry
+      # (over INLINE_MAX_BYTES) of a job that took no slot is not carried into the fetch script but dropped by a
+      # plain LREM right after it: a string crossing into Lua costs Redis time in proportion to its length.
       #
       # Pending acknowledgements belong to the in-flight list, not to a fetcher object: every fetcher of the
       # process fetching into the same list shares them. (Sidekiq 7.x/8.x build a capsule's fetcher lazily, in
@@ -17,7 +19,8 @@ module Sidekiq
       # and then all use the one memoised last; a job fetched through another must still be acknowledged.)
       module Acks
         ATTEMPTS_AT_EXIT = 3
-        Pending = Struct.new(:list, :mutex)
+        INLINE_MAX_BYTES = Native::Names::INLINE_ACK_MAX_BYTES
+        Pending = Struct.new(:list, :mutex, :plain)
         @fetchers = []
         @pending = {}
         @mutex = Mutex.new
@@ -29,7 +32,7 @@ module Sidekiq
             @mutex.synchronize do
               at_exit { Acks.flush_all } if @fetchers.empty?
               @fetchers << fetcher
-              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new)
+              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new, {}.compare_by_identity)
             end
           end
 
@@ -49,8 +52,12 @@ module Sidekiq
           end
         end
 
-        def acknowledged(entry)
-          @acks.mutex.synchronize { @acks.list << entry }
+        # `slotless`: the job took no concurrency slot, so a long entry of it may go by a plain LREM.
+        def acknowledged(entry, slotless: false)
+          @acks.mutex.synchronize do
+            @acks.list << entry
+            @acks.plain[entry] = true if slotless && entry.bytesize > INLINE_MAX_BYTES
+          end
         end
 
         def flush_acks(conn = nil)
@@ -71,13 +78,28 @@ module Sidekiq
           @acks.mutex.synchronize { @acks.list.dup }
         end
 
+        # The pending acknowledgements: those the fetch script carries, and the plain ones.
+        def acks_for_fetch
+          @acks.mutex.synchronize { @acks.list.partition { |entry| !@acks.plain.key?(entry) } }
+        end
+
+        # After a fetch script call returned (the process registered): the plain ones dropped by LREMs in one
+        # round trip (from the tail, as the script does), then all forgotten.
+        def acks_fetched(conn, carried, plain)
+          conn.pipelined { |pipe| plain.each { |entry| pipe.call("LREM", @keys.first, -1, entry) } } if plain.any?
+          acks_applied(carried + plain)
+        end
+
         # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
         def acks_applied(entries)
           return if entries.empty?
 
           sent = {}.compare_by_identity # (a plain Hash would copy the String keys)
           entries.each { |entry| sent[entry] = true }
-          @acks.mutex.synchronize { @acks.list.reject! { |entry| sent.key?(entry) } }
+          @acks.mutex.synchronize do
+            @acks.list.reject! { |entry| sent.key?(entry) }
+            entries.each { |entry| @acks.plain.delete(entry) }
+          end
         end
       end
     end

@@ -23,6 +23,9 @@ module Sidekiq
           return bytes.sub(FIELD, field) if bytes.match?(FIELD)
           return bytes.sub(/\{\s*\}/, "{#{field}}") if bytes.match?(/\A\s*\{\s*\}/)
 
+          # At the end: the first bytes stay as FairPush wrote them (JobBytes.head_first).
+          return bytes.sub(/\}\s*\z/n, ",#{field}}") if bytes.match?(/\}\s*\z/n)
+
           bytes.sub("{", "{#{field},")
         end
 

@@ -1,0 +1,24 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # A fair queue's job as bytes: as FairPush writes it, and as it comes back inside an in-flight entry.
+    module JobBytes
+      module_function
+
+      # `enqueued_at`, `jid` and the slot (if any) first, the rest in their order, so the scripts read them from
+      # the job's first bytes, never decoding the job (lua/fair/common.lua, lua/fair/serve.lua).
+      def head_first(payload)
+        head = { "enqueued_at" => payload["enqueued_at"], "jid" => payload["jid"] }
+        head[SlotScope::FIELD] = payload[SlotScope::FIELD] if payload.key?(SlotScope::FIELD)
+        head.merge!(payload)
+      end
+
+      # The job at the end of an in-flight entry of `queue` and `tenant` ("<len>:<queue><len>:<tenant><job>").
+      def job_of(queue, tenant, entry)
+        from = queue.bytesize + tenant.bytesize + "#{queue.bytesize}:#{tenant.bytesize}:".bytesize
+        entry.byteslice(from, entry.bytesize - from)
+      end
+    end
+  end
+end
