@@ -176,6 +176,11 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(redis.sismember(recovery::REGISTRY, "dead:1:a")).to be(false)
     expect(fair.backlog(redis, "fair")).to eq(10)
     check_places(pushed)
+    # Each tenant has its jobs back in the order it was given them, whichever call took them back.
+    3.times do |t|
+      order = redis.lrange("#{base}#{names::TENANT_LIST}t#{t}", 0, -1).map { |job| JSON.parse(job)["args"][1] }
+      expect(order).to eq((0...10).select { |i| i % 3 == t })
+    end
   ensure
     recovery::PACE.now!
   end
@@ -190,7 +195,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     sent = monitor_commands { expect(rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])).to eq(whole) }
 
     expect(whole.map { |row| row[:tenant] }).to eq(%w[t1 t2 t3 t4 t5])
-    expect(sent.count("evalsha")).to eq(4) # stats: 2 + 2 + 1 rows; held: the counts
+    expect(sent.count("fcall")).to eq(4) # stats: 2 + 2 + 1 rows; held: the counts
   end
 
   it "deletes a tenant's only job while its place is searched SEARCH members per call, the state exact" do
@@ -200,7 +205,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     last = only.call("s199")
 
     sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", last, "s199")).to be(true) }
-    expect(sent.count("evalsha")).to be > 3
+    expect(sent.count("fcall")).to be > 3
     expect(Sidekiq::FairTenant::FairBacklog.delete("fair", only.call("s7"), "nobody")).to be(true) # scanned for
 
     expect(fair.backlog(redis, "fair")).to eq(198)

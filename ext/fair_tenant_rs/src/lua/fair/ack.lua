@@ -23,7 +23,8 @@ local found = 0
 if mode ~= 'recover' then ensure_registered(identity, KEYS[1], KEYS[3], KEYS[6], KEYS[2]) end
 for i = 7, #ARGV, step do
   local entry = ARGV[i]
-  if redis.call('LREM', KEYS[1], -1, entry) == 1 then -- from the tail, where the oldest are
+  -- ack, requeue: from the tail, where the oldest are; recover: from the head, where its batches are taken
+  if redis.call('LREM', KEYS[1], mode == 'recover' and 1 or -1, entry) == 1 then
     found = found + 1
     local queue, tenant, job = parse_entry(entry)
     release_slot(job, true)

@@ -49,15 +49,15 @@ module Sidekiq
           end
 
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other
-          # queues to `queue:<name>`), the oldest ENTRIES per call (from the list's tail, where each call's
-          # searches start), so a tenant gets a later call's jobs ahead of an earlier one's. Between calls, a
-          # process that registered again (it was only stalled) keeps the rest. Returns the number of entries
-          # taken.
+          # queues to `queue:<name>`), the newest ENTRIES per call (from the list's head), each put at the front
+          # of its tenant: a later call's older jobs go ahead of an earlier call's, so a tenant gets them back
+          # in the order it was given them. Between calls, a process that registered again (it was only
+          # stalled) keeps the rest. Returns the number of entries taken.
           def recover_process(conn, identity)
             key = Native::Fair.inflight_key(identity)
             found = 0
             loop do
-              entries = conn.call("LRANGE", key, -ENTRIES, -1)
+              entries = conn.call("LRANGE", key, 0, ENTRIES - 1)
               taken = recover_entries(conn, identity, key, entries) # none: the process is forgotten all the same
               found += taken
               break if taken < ENTRIES || conn.call("SISMEMBER", REGISTRY, identity).to_i == 1
