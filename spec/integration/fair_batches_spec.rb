@@ -156,6 +156,18 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
   end
 
+  it "pushes a bulk push larger than PUSH_BATCH in calls of PUSH_BATCH jobs, every job once" do
+    count = (fair::PUSH_BATCH * 2) + 7
+    jids = nil
+    sent = monitor_commands do
+      jids = Sidekiq::Client.push_bulk("class" => FairJob, "args" => Array.new(count) { |i| ["t#{i % 5}", i] })
+    end
+    expect(sent.count("fcall")).to eq(3)
+    expect(jids.compact.size).to eq(count)
+    expect(fair.backlog(redis, "fair")).to eq(count)
+    check_places(jids)
+  end
+
   it "recovers a dead process's in-flight jobs in calls of 3 to the end, each job back once" do
     recovery = Sidekiq::FairTenant::FairFetch::Recovery
     stub_const("#{recovery}::ENTRIES", 3)

@@ -86,6 +86,8 @@ pub const WEIGHT_SEPARATOR: &str = "\n";
 pub const ACTIVATION_DIGITS: u64 = 16;
 /// Most wake-up tokens kept per queue: enough to wake every idle thread of a large fleet.
 pub const TOKEN_CAP: u64 = 1000;
+/// Most jobs one call of the push script pushes: a bulk push of more is one call per slice.
+pub const PUSH_BATCH: u64 = 200;
 /// Most jobs one call of the drain script moves (`fair-off`), paused tenants' included.
 pub const DRAIN_BATCH: u64 = 100;
 /// Most tenants one call of the clear script deletes (Queue#clear); their lists are UNLINKed.
@@ -201,6 +203,7 @@ pub const NAMES: &[Name] = &[
         &["sub(17)", "%016x", "(?, 16)", "..16]", "[16..", "+ 18"],
     ),
     n("TOKEN_CAP", TOKEN_CAP, &["CAP = 1000"]),
+    n("PUSH_BATCH", PUSH_BATCH, &[]),
     n("DRAIN_BATCH", DRAIN_BATCH, &[]),
     n("CLEAR_BATCH", CLEAR_BATCH, &[]),
     n("RECOVER_BATCH", RECOVER_BATCH, &[]),
