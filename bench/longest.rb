@@ -15,9 +15,8 @@ module LongestBench
   QUEUE = "bench_long"
   FairQueues = Sidekiq::FairTenant::FairQueues
   SLOT_SCRIPTS = Sidekiq::FairTenant::SlotCalls::SCRIPTS.to_h { |name, (sha, _)| [sha, "slots #{name}"] }
-  NAMES = FairQueues::SCRIPTS.to_h { |name, (sha, _)| [sha, name] }.merge(SLOT_SCRIPTS)
-  # SLOWLOG keeps an argument's first 128 bytes: enough to tell the sources apart.
-  SOURCES = FairQueues::SCRIPTS.to_h { |name, (_, source)| [source.b[0, 100], name] }
+  # Fair scripts run as functions (FCALL <function>), slot scripts by EVALSHA <sha>.
+  NAMES = FairQueues::SCRIPTS.to_h { |name, (function, _)| [function, name] }.merge(SLOT_SCRIPTS)
   IGNORED = %w[slowlog config info].freeze
   LOGGED = 100 # us: commands as long as this are logged
   LIMIT = 5_000 # us: issue 22's bound on one command
@@ -52,11 +51,10 @@ module LongestBench
     redis.flushdb
   end
 
-  # EVALSHA from the start: a first call's EVAL (compiling the script) is not what is measured.
+  # Loaded from the start: a first call's load (compiling the library or script) is not what is measured.
   def load_scripts
-    FairQueues::SCRIPTS.merge(Sidekiq::FairTenant::SlotCalls::SCRIPTS).each_value do |_, source|
-      redis.call("SCRIPT", "LOAD", source)
-    end
+    redis.call("FUNCTION", "LOAD", "REPLACE", FairQueues::LIBRARY)
+    Sidekiq::FairTenant::SlotCalls::SCRIPTS.each_value { |_, source| redis.call("SCRIPT", "LOAD", source) }
   end
 
   def pause
@@ -104,9 +102,7 @@ module LongestBench
 
   def describe(args)
     command = args[0].to_s.downcase
-    return command unless command.start_with?("eval")
-
-    return SOURCES.fetch(args[1].to_s.b[0, 100], "eval") if command == "eval"
+    return command unless %w[evalsha fcall].include?(command)
 
     NAMES.fetch(args[1].to_s, "script #{args[1].to_s[0, 8]}")
   end

@@ -86,10 +86,12 @@ pub const WEIGHT_SEPARATOR: &str = "\n";
 pub const ACTIVATION_DIGITS: u64 = 16;
 /// Most wake-up tokens kept per queue: enough to wake every idle thread of a large fleet.
 pub const TOKEN_CAP: u64 = 1000;
+/// Most idle finish tags behind the virtual time one serving call forgets (they are harmless, only memory).
+pub const FIN_PRUNE: u64 = 100;
 /// Most jobs one call of the push script pushes: a bulk push of more is one call per slice.
-pub const PUSH_BATCH: u64 = 200;
+pub const PUSH_BATCH: u64 = 100;
 /// Most jobs one call of the drain script moves (`fair-off`), paused tenants' included.
-pub const DRAIN_BATCH: u64 = 100;
+pub const DRAIN_BATCH: u64 = 50;
 /// Most tenants one call of the clear script deletes (Queue#clear); their lists are UNLINKed.
 pub const CLEAR_BATCH: u64 = 200;
 /// Most in-flight entries of a dead process one recover call takes back.
@@ -203,6 +205,7 @@ pub const NAMES: &[Name] = &[
         &["sub(17)", "%016x", "(?, 16)", "..16]", "[16..", "+ 18"],
     ),
     n("TOKEN_CAP", TOKEN_CAP, &["CAP = 1000"]),
+    n("FIN_PRUNE", FIN_PRUNE, &[]),
     n("PUSH_BATCH", PUSH_BATCH, &[]),
     n("DRAIN_BATCH", DRAIN_BATCH, &[]),
     n("CLEAR_BATCH", CLEAR_BATCH, &[]),

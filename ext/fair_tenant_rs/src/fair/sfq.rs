@@ -105,14 +105,25 @@ impl Sfq {
 
     /// Bookkeeping once a job of `tenant` (start tag `start`, weight `w`) was taken from its backlog:
     /// `V` moves to `start`; the tenant's next start tag is returned, or, when it has no job left, that
-    /// tag is remembered and tags `V` passed are forgotten (only then: a tag at or behind `V` is harmless,
+    /// tag is remembered and tags `V` passed are forgotten, FIN_PRUNE at most (only then: a tag at or behind `V` is harmless,
     /// activation takes max(V, tag), so a fetch that leaves its tenant backlogged never prunes).
     pub(crate) fn served(&mut self, tenant: &str, start: f64, w: f64) -> Option<f64> {
         self.v = start;
         let finish = start + 1.0 / w;
         let more = self.backlog.get(tenant).is_some_and(|l| !l.is_empty());
         if !more {
-            self.finish.retain(|_, f| *f > start);
+            // At most FIN_PRUNE tags a call, lowest first (ties by name's bytes, as in a Redis sorted set).
+            let mut behind: Vec<(f64, String)> = (self.finish.iter())
+                .filter(|(_, f)| **f <= start)
+                .map(|(t, f)| (*f, t.clone()))
+                .collect();
+            behind.sort_by(|a, b| {
+                a.0.total_cmp(&b.0)
+                    .then_with(|| a.1.as_bytes().cmp(b.1.as_bytes()))
+            });
+            for (_, t) in behind.into_iter().take(crate::names::FIN_PRUNE as usize) {
+                self.finish.remove(&t);
+            }
             self.finish.insert(tenant.to_string(), finish);
         }
         more.then_some(finish)
@@ -316,15 +327,21 @@ mod tests {
     }
 
     #[test]
-    fn idle_tenants_are_forgotten_once_virtual_time_passes_them() {
+    fn idle_tenants_are_forgotten_once_virtual_time_passes_them_fin_prune_per_idle_turn() {
         let mut sfq = Sfq::new();
         for t in 0..10_000 {
             sfq.push(&format!("t{t}"), 0);
         }
-        for j in 0..100 {
-            sfq.push("greedy", j);
+        served(&mut sfq, 10_000);
+        assert_eq!(sfq.remembered(), 10_000); // all idle at tag 1, none behind V yet
+        let late = 10_000 / crate::names::FIN_PRUNE as usize;
+        for t in 0..late {
+            sfq.push(&format!("late{t}"), 0);
+            sfq.push(&format!("late{t}"), 1);
         }
-        served(&mut sfq, 10_100);
-        assert!(sfq.remembered() <= 1, "{}", sfq.remembered());
+        served(&mut sfq, 2 * late);
+        // Each late tenant went idle at start 1, forgetting FIN_PRUNE tags behind it: the 10,000 are gone.
+        assert_eq!(sfq.remembered(), late, "{}", sfq.remembered());
+        assert!(sfq.finish.keys().all(|t| t.starts_with("late")));
     }
 }

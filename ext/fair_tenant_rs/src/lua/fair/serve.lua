@@ -295,7 +295,10 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     forget_entry()
     redis.call('ZREM', tier, member)
     redis.call('ZREM', k.heads, tenant)
-    redis.call('ZREMRANGEBYSCORE', k.fin, '-inf', start) -- only here: a tag behind v is harmless (activate)
+    -- Only here, and at most K_FIN_PRUNE tags a call (many tenants idle at one tag would be one long call): a
+    -- tag behind v is harmless (activate takes max(v, tag)), so pruning may lag.
+    local behind = redis.call('ZRANGEBYSCORE', k.fin, '-inf', start, 'LIMIT', 0, K_FIN_PRUNE)
+    if #behind > 0 then redis.call('ZREM', k.fin, unpack(behind)) end
     redis.call('ZADD', k.fin, finish, tenant)
   end
   redis.call('HINCRBY', k.state, K_STATE_N, -1)
