@@ -76,10 +76,12 @@ RSpec.describe "Robustness" do
     expect(Sidekiq::FairTenant.native.router.route(rules, "HundredJob", "default", "t", Time.now.to_f)).to be_nil
     expect(GC.count - before).to be >= 10 # a collection at each of the call's allocations
     expect(GC.stress).to be(false) # and only during the call
-    %i[Client Router Slots Stats Limits RuleSet Concurrency].each do |name|
+    %i[Client Router Slots Stats RuleSet Concurrency].each do |name|
       klass = Sidekiq::FairTenant::Native.const_get(name)
       expect(klass.ancestors.index(klass)).to be_positive, "#{name}'s methods are not wrapped"
     end
+    functions = Sidekiq::FairTenant::Native::Limits.singleton_class # module functions only
+    expect(functions.ancestors.index(functions)).to be_positive, "Limits's functions are not wrapped"
   end
 
   it "keeps one router, slots and stats per client, over the client's pool" do
