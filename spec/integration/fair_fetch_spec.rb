@@ -60,7 +60,8 @@ RSpec.describe "Fair fetch" do
 
       expect(backlog).to eq(2)
       library = Sidekiq::FairTenant::FairQueues::LIBRARY[/name=(\w+)/, 1]
-      expect(redis.call("FUNCTION", "LIST").map { |lib| lib[1] }).to eq([library])
+      names = redis.call("FUNCTION", "LIST").map { |lib| lib.is_a?(Hash) ? lib["library_name"] : lib[1] } # RESP3, 2
+      expect(names).to eq([library])
     end
 
     it "runs the scripts by EVALSHA on a server without functions (as Redis 6.2)" do
