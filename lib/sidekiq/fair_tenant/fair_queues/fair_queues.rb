@@ -75,9 +75,13 @@ module Sidekiq
       # a bulk push of up to PUSH_BATCH, is one), so no call blocks Redis for long; as Sidekiq's own push_bulk
       # (a round trip per 1,000), a bulk push is atomic per call, not as a whole. Returns the jobs now waiting.
       def push(conn, queue, tenants_and_jobs, enqueued_at = Time.now.to_f)
-        tenants_and_jobs.each_slice(PUSH_BATCH).map do |slice|
-          run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, enqueued_at, *slice.flatten])
-        end.last
+        return push_call(conn, queue, tenants_and_jobs, enqueued_at) if tenants_and_jobs.size <= PUSH_BATCH
+
+        tenants_and_jobs.each_slice(PUSH_BATCH).map { |slice| push_call(conn, queue, slice, enqueued_at) }.last
+      end
+
+      def push_call(conn, queue, pairs, enqueued_at)
+        run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, enqueued_at, *pairs.flatten])
       end
 
       # Jobs waiting in a queue's fair backlog (0 for a queue that never was fair).
