@@ -54,6 +54,20 @@ pub const DEFAULT_LEASE_MS: u64 = 60_000;
 pub const SLOT_FIELD: &str = "fair_tenant_slot";
 pub const SLOT_FIELDS: [&str; 5] = ["tag", "sub", "limit", "lease", "elastic"];
 
+// Rate caps inside fair queues (`fair_tenant_rate`, fair/rate.rs): a scope's windows in one hash
+// `<RATE_PREFIX><len>:<tag>:<sub>`, one field per window length (ms): its live buckets.
+pub const RATE_PREFIX: &str = concat!(root!(), ":rate:");
+/// The payload field of a fair-queue job with a rate cap: [tag, sub, limit, per ms, limit, per ms, ...].
+pub const RATE_FIELD: &str = "fair_tenant_rate";
+/// Field of a scope's rate hash: the greatest Redis time (ms) the scope has seen (its clock never goes back).
+pub const RATE_SEEN: &str = "t";
+/// Buckets per window length: a start is counted at most per / RATE_BUCKETS too long.
+pub const RATE_BUCKETS: u64 = 20;
+/// Most windows one `fair_tenant_rate` option may hold.
+pub const MAX_RATE_WINDOWS: u64 = 8;
+/// Most rate-capped tenants one serving call brings back into the rotation once due.
+pub const RATE_WAKE_BATCH: u64 = 20;
+
 // Fair queues: `<FAIR_PREFIX>{<queue>}:<suffix>` (fair.rs).
 pub const FAIR_PREFIX: &str = concat!(root!(), ":fair:");
 /// A fair queue's key prefix, `{<queue>}` its Redis Cluster hash tag, with [`QUEUE_PLACEHOLDER`] for the queue.
@@ -74,6 +88,10 @@ pub const SIG: &str = "sig";
 pub const HEADS: &str = "heads";
 pub const CAPPED: &str = "capped";
 pub const OVER: &str = "over";
+/// Tenants out of the rotation until a rate window lets their next job start (score: that instant, ms).
+pub const RATED: &str = "rated";
+/// The start tags the tenants of [`RATED`] keep (member -> tag).
+pub const RATED_TAGS: &str = "rated-tags";
 /// Prefix of a tenant's job list.
 pub const TENANT_LIST: &str = "t:";
 /// Fields of the state hash: virtual time, jobs waiting, activations.
@@ -176,6 +194,12 @@ pub const NAMES: &[Name] = &[
     n("DEFAULT_LIMIT", DEFAULT_LIMIT, &[]),
     n("DEFAULT_LEASE_MS", DEFAULT_LEASE_MS, &["60000", "60_000"]),
     s("SLOT_FIELD", SLOT_FIELD, Everywhere),
+    s("RATE_PREFIX", RATE_PREFIX, Everywhere),
+    s("RATE_FIELD", RATE_FIELD, Everywhere),
+    s("RATE_SEEN", RATE_SEEN, Literal),
+    n("RATE_BUCKETS", RATE_BUCKETS, &[]),
+    n("MAX_RATE_WINDOWS", MAX_RATE_WINDOWS, &[]),
+    n("RATE_WAKE_BATCH", RATE_WAKE_BATCH, &[]),
     s("FAIR_PREFIX", FAIR_PREFIX, Everywhere),
     s("FAIR_BASE", FAIR_BASE, Everywhere),
     s("QUEUE_PLACEHOLDER", QUEUE_PLACEHOLDER, Everywhere),
@@ -194,6 +218,8 @@ pub const NAMES: &[Name] = &[
     s("HEADS", HEADS, Everywhere),
     s("CAPPED", CAPPED, Everywhere),
     s("OVER", OVER, Everywhere),
+    s("RATED", RATED, Everywhere),
+    s("RATED_TAGS", RATED_TAGS, Everywhere),
     s("TENANT_LIST", TENANT_LIST, Everywhere),
     s("STATE_V", STATE_V, Everywhere),
     s("STATE_N", STATE_N, Everywhere),

@@ -22,6 +22,8 @@ pub mod caps;
 mod formats;
 #[cfg(test)]
 mod lockstep;
+#[cfg(test)]
+pub mod rate;
 pub mod rules;
 
 mod keys;
