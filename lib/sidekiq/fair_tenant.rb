@@ -23,6 +23,7 @@ require_relative "fair_tenant/job_info"
 require_relative "fair_tenant/job_view"
 require_relative "fair_tenant/routing/client_middleware"
 require_relative "fair_tenant/concurrency/slot_scope"
+require_relative "fair_tenant/concurrency/rate_scope"
 require_relative "fair_tenant/concurrency/held_slot"
 require_relative "fair_tenant/concurrency/slot_calls"
 require_relative "fair_tenant/concurrency/server_middleware"
@@ -45,6 +46,7 @@ require_relative "fair_tenant/fair_queues/fair_fetch/recovery"
 require_relative "fair_tenant/fair_queues/fair_fetch/liveness"
 require_relative "fair_tenant/fair_queues/fair_fetch/sweeper"
 require_relative "fair_tenant/fair_queues/fair_fetch/idle_look"
+require_relative "fair_tenant/fair_queues/fair_fetch/rate_wait"
 require_relative "fair_tenant/fair_queues/fair_fetch/acks"
 require_relative "fair_tenant/fair_queues/fair_fetch/dead"
 require_relative "fair_tenant/fair_queues/fair_off"
@@ -115,6 +117,10 @@ module Sidekiq
 
       def concurrency_cache
         @concurrency_cache ||= OptionCache.new { |name, raw, _| Native::Concurrency.new(name, raw) }
+      end
+
+      def rate_cache
+        @rate_cache ||= OptionCache.new { |name, raw, _| Native::Rate.new(name, raw) }
       end
 
       def warnings

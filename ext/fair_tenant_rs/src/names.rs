@@ -58,7 +58,7 @@ pub const SLOT_FIELDS: [&str; 5] = ["tag", "sub", "limit", "lease", "elastic"];
 // `<RATE_PREFIX><len>:<tag>:<sub>`, one field per window length (ms): its live buckets.
 pub const RATE_PREFIX: &str = concat!(root!(), ":rate:");
 /// The payload field of a fair-queue job with a rate cap: [tag, sub, limit, per ms, limit, per ms, ...].
-pub const RATE_FIELD: &str = "fair_tenant_rate";
+pub const RATE_FIELD: &str = "fair_tenant_rate_cap";
 /// Field of a scope's rate hash: the greatest Redis time (ms) the scope has seen (its clock never goes back).
 pub const RATE_SEEN: &str = "t";
 /// Buckets per window length: a start is counted at most per / RATE_BUCKETS too long.

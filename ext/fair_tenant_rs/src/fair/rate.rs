@@ -13,13 +13,7 @@
 use std::collections::BTreeMap;
 
 use crate::names::RATE_BUCKETS;
-
-/// One window: at most `limit` starts in any `per_ms`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Window {
-    pub limit: u64,
-    pub per_ms: u64,
-}
+pub use crate::slots::rate::Window;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Bucket {

@@ -14,6 +14,7 @@ pub mod limits;
 pub mod names;
 pub mod native;
 pub mod queue_plan;
+pub mod rate;
 pub mod router;
 pub mod rule_set;
 pub mod server_check;
@@ -28,6 +29,7 @@ pub fn init(ruby: &Ruby) -> Result<(), Error> {
     native::init(ruby, native)?;
     rule_set::init(ruby, native)?;
     concurrency::init(ruby, native)?;
+    rate::init(ruby, native)?;
     router::init(ruby, native)?;
     slots::init(ruby, native)?;
     stats::init(ruby, native)?;
@@ -54,4 +56,5 @@ fn resolve_wrapped_classes(ruby: &Ruby) {
     stats::RbStats::class(ruby);
     rule_set::RbRuleSet::class(ruby);
     concurrency::RbConcurrency::class(ruby);
+    rate::RbRate::class(ruby);
 }

@@ -96,7 +96,7 @@ fn number(v: &RawValue) -> Option<Result<f64, ()>> {
     }
 }
 
-fn is_method_name(s: &str) -> bool {
+pub(crate) fn is_method_name(s: &str) -> bool {
     let mut chars = s.chars();
     matches!(chars.next(), Some(c) if c == '_' || c.is_alphabetic())
         && s.trim_end_matches(['?', '!'])

@@ -14,6 +14,7 @@
 //! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
 
 pub mod concurrency;
+pub mod rate;
 
 use std::sync::LazyLock;
 

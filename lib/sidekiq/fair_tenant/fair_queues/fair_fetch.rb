@@ -16,6 +16,7 @@ module Sidekiq
       extend Setup
       extend Adoption
       include IdleLook
+      include RateWait
       include Acks
 
       TIMEOUT = 2
@@ -107,6 +108,7 @@ module Sidekiq
         pairs = names.flat_map { |name| [FairQueues.fair?(name) ? FairQueues.base(name) : "", name] }
         3.times do
           reply = fetch_once(conn, woken, pairs) or return nil
+          return rate_due!(reply) if reply.is_a?(Integer)
           # Jobs to adopt: a few at once when nothing waits in fair order, else more after the job served.
           next FairQueues.adopt(conn, reply[0], ADOPT_FIRST) if reply.size == 1
 
@@ -134,17 +136,16 @@ module Sidekiq
         FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held)
       end
 
-      # Blocks until a job may be there: a wake-up token of a fair queue, or a job of a plain one.
+      # Blocks until a job may be there: a wake-up token of a fair queue, a job of a plain one, or the instant
+      # a rate-capped tenant may start (then it fetches at once: nobody pushes a token for that).
       def wait_and_fetch(conn, names)
         flush_acks(conn)
         keys = names.map { |name| FairQueues.fair?(name) ? FairQueues.key(name, SIG) : "queue:#{name}" }
-        key, value = if conn.respond_to?(:blocking_call)
-                       conn.blocking_call(TIMEOUT, "BRPOP", *keys, TIMEOUT)
-                     else
-                       conn.brpop(*keys, timeout: TIMEOUT)
-                     end
-        idle!(key.nil?)
-        return nil unless key
+        due = take_due
+        key, value = blocking_pop(conn, keys, due ? [due / 1000.0, TIMEOUT].min : TIMEOUT)
+        return timed_out(conn, names, due) unless key
+
+        idle!(false)
         return PlainUnit.new(key, value, self) if key.start_with?("queue:")
 
         fetch(conn, names, woken: true)

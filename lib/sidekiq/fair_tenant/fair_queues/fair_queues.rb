@@ -143,14 +143,11 @@ module Sidekiq
         [tenant(payload), job, stored]
       end
 
-      # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptor), or
-      # drops a stale one. True when the payload changed.
+      # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptor) and the
+      # rate cap it is held to (RateScope.descriptor), or drops stale ones. True when the payload changed.
       def carry_slot(payload, view = nil)
-        slot = SlotScope.descriptor(payload, view)
-        return false if payload[SlotScope::FIELD] == slot
-
-        slot ? payload[SlotScope::FIELD] = slot : payload.delete(SlotScope::FIELD)
-        true
+        rate = JobBytes.carry(payload, RateScope::FIELD, RateScope.descriptor(payload, view))
+        JobBytes.carry(payload, SlotScope::FIELD, SlotScope.descriptor(payload, view)) || rate
       end
 
       # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.

@@ -6,12 +6,21 @@ module Sidekiq
     module JobBytes
       module_function
 
-      # `enqueued_at`, `jid` and the slot (if any) first, the rest in their order, so the scripts read them from
-      # the job's first bytes, never decoding the job (lua/fair/common.lua, lua/fair/serve.lua).
+      # `enqueued_at`, `jid`, the slot and the rate cap (if any) first, the rest in their order, so the scripts
+      # read them from the job's first bytes, never decoding the job (lua/fair/common.lua, lua/fair/serve.lua).
       def head_first(payload)
         head = { "enqueued_at" => payload["enqueued_at"], "jid" => payload["jid"] }
         head[SlotScope::FIELD] = payload[SlotScope::FIELD] if payload.key?(SlotScope::FIELD)
+        head[RateScope::FIELD] = payload[RateScope::FIELD] if payload.key?(RateScope::FIELD)
         head.merge!(payload)
+      end
+
+      # Sets (or, nil, deletes) a field the scripts read; true when the payload changed.
+      def carry(payload, field, value)
+        return false if payload[field] == value
+
+        value ? payload[field] = value : payload.delete(field)
+        true
       end
 
       # The job at the end of an in-flight entry of `queue` and `tenant` ("<len>:<queue><len>:<tenant><job>").

@@ -2,16 +2,22 @@
 
 module Sidekiq
   module FairTenant
-    # Validates `fair_tenant_queues` and `fair_tenant_concurrency` when a class declares them, so a
+    # Validates `fair_tenant_queues`, `fair_tenant_concurrency` and `fair_tenant_rate` when a class declares them, so a
     # bad value fails at boot with an ArgumentError naming the class and the rule, not on some
     # later push or perform.
     module OptionsValidation
       def sidekiq_options(opts = {})
         rules = opts[:fair_tenant_queues] || opts["fair_tenant_queues"]
         Native::RuleSet.new(name || inspect, rules, FairTenant.config.max_throttling_window) unless rules.nil?
-        concurrency = opts[:fair_tenant_concurrency] || opts["fair_tenant_concurrency"]
-        Native::Concurrency.new(name || inspect, concurrency) unless concurrency.nil?
+        OptionsValidation.check_caps(name || inspect, opts)
         super
+      end
+
+      def self.check_caps(class_name, opts)
+        { fair_tenant_concurrency: Native::Concurrency, fair_tenant_rate: Native::Rate }.each do |option, parser|
+          value = opts[option] || opts[option.to_s]
+          parser.new(class_name, value) unless value.nil?
+        end
       end
 
       def self.install

@@ -23,7 +23,7 @@ local function drop(tenant)
   tenants = tenants + 1
 end
 
-for _, tier in ipairs({ k.ready, k.capped, k.over }) do
+for _, tier in ipairs({ k.ready, k.capped, k.over, k.rated }) do
   if tenants >= max then break end
   for _, member in ipairs(redis.call('ZRANGE', tier, 0, max - tenants - 1)) do
     local tenant = member_tenant(member)
@@ -46,7 +46,7 @@ if tenants < max then -- tenants in heads alone (a state left half-made by hand)
   end
 end
 if tenants < max then
-  redis.call('DEL', k.sig)
+  redis.call('DEL', k.sig, k.rtags)
   redis.call('HSET', k.state, K_STATE_N, 0)
   return { deleted, 0 }
 end

@@ -12,12 +12,12 @@
 -- member left with an empty list.
 -- KEYS  (none)
 -- ARGV  base, queue, job, tenant, cursor ("": only `tenant`'s list), count, search, then, going on with a
---       search: tier (1 ready, 2 over, 3 capped), ZSCAN cursor
+--       search: tier (1 ready, 2 over, 3 capped, 4 rated), ZSCAN cursor
 -- Returns {1, tenant} when deleted; {2, tenant, tier, cursor}: call again (the search goes on); else
 -- {0, next cursor} ("0": the scan is over, or none was asked).
 local k = fair_keys(ARGV[1], '')
 local queue, job, search = ARGV[2], ARGV[3], tonumber(ARGV[7])
-local TIERS = { k.ready, k.over, k.capped }
+local TIERS = { k.ready, k.over, k.capped, k.rated }
 
 local function only_job(tenant)
   local list = k.prefix .. tenant
@@ -32,6 +32,10 @@ local function remove_only(tenant, tier, member, tag)
   redis.call('ZREM', k.heads, tenant)
   if not member then return { 1, tenant } end
   redis.call('ZREM', tier, member)
+  if tier == k.rated then
+    tag = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    redis.call('HDEL', k.rtags, member)
+  end
   local slot = slot_of(job)
   if slot and tier ~= k.ready then redis.call('ZREM', slot.waiting, waiting_entry(k, queue, tier, member)) end
   if tag > (tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end

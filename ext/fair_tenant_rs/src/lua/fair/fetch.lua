@@ -15,7 +15,8 @@
 -- jid when the job took its slot, else ""; adopt: 1 when the fair queue's `queue:<name>` list holds jobs to
 -- adopt, else 0; from a fair queue job is false, the caller reads it from entry: a job crosses once; from a
 -- plain queue tenant and entry are false), {queue} when a fair queue has nothing in fair order but jobs
--- to adopt in `queue:<name>`, or nil.
+-- to adopt in `queue:<name>`, or, when nothing was served, the ms until a rate-capped tenant may start
+-- (an Integer), or nil.
 local woken = ARGV[1] == '1'
 local identity = ARGV[2]
 local acks = tonumber(ARGV[3])
@@ -54,4 +55,13 @@ for i = 4 + acks, #ARGV, 2 do
   end
 end
 settle(woken_by_acks)
-return false
+-- Nothing served: how long until a rate-capped tenant of these queues may start (ms), so an idle fetcher
+-- does not sleep past it; else false.
+local soonest = false
+for i = 4 + acks, #ARGV, 2 do
+  if ARGV[i] ~= '' then
+    local due = rate_next(fair_keys(ARGV[i], KEYS[2]))
+    if due and (not soonest or due < soonest) then soonest = due end
+  end
+end
+return soonest

@@ -37,7 +37,7 @@ local function head_slot(job, from)
     close = string.find(job, ']', close + 1, true)
     if not close then return nil end
     local ok, s = pcall(cjson.decode, string.sub(job, from, close))
-    if ok and type(s) == 'table' then return s end
+    if ok and type(s) == 'table' then return s, close end
   end
   return nil
 end
@@ -69,6 +69,151 @@ local function slot_of(job, at)
   slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
   return slot
 end
+
+-- Rate caps (`fair_tenant_rate`; the Rust model is fair/rate.rs). A job FairPush wrote carries, after its
+-- slot, K_RATE_FIELD: [tag, sub, limit, per ms, limit, per ms, ...]. The scope's windows live in one hash
+-- (K_RATE_PREFIX<len>:<tag>:<sub>): K_RATE_SEEN, the greatest Redis time it has seen (its clock never goes
+-- back), and per window length (ms) its live buckets "number:count:last,..." (per / K_RATE_BUCKETS wide; a
+-- start counts while its bucket's last start is inside the window: never over, at most a bucket too long).
+local RATE_QUOTED = '"' .. K_RATE_FIELD .. '"'
+local HEAD_RATE = '^' .. RATE_QUOTED:gsub('%p', '%%%0') .. ':()%['
+
+local function rate_array(job, from)
+  local close = string.find(job, ']', from, true)
+  if not close then return nil end
+  local ok, r = pcall(cjson.decode, string.sub(job, from, close))
+  return ok and type(r) == 'table' and r or nil
+end
+
+-- The rate cap a job of a fair queue is held to, or nil: {key, windows = {{limit, per}, ...}}.
+local function rate_of(job, at)
+  if not job then return nil end
+  at = at or 1
+  local r
+  local head_jid, after = string.match(job, HEAD, at)
+  if head_jid then
+    local from = string.match(job, HEAD_SLOT, after)
+    if from then
+      local _, close = head_slot(job, from)
+      if not close then return nil end
+      after = close + 2 -- past "],"
+    end
+    from = string.match(job, HEAD_RATE, after)
+    if not from then return nil end
+    r = rate_array(job, from)
+  else
+    if not string.find(job, RATE_QUOTED, at, true) then return nil end
+    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
+    r = ok and type(decoded) == 'table' and decoded[K_RATE_FIELD]
+  end
+  if type(r) ~= 'table' or type(r[1]) ~= 'string' or type(r[2]) ~= 'string' then return nil end
+  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], windows = {} }
+  for i = 3, #r - 1, 2 do
+    local limit, per = tonumber(r[i]), tonumber(r[i + 1])
+    if limit and per and per >= 1 then rate.windows[#rate.windows + 1] = { limit, per } end
+  end
+  if #rate.windows == 0 then return nil end
+  return rate
+end
+
+local function rate_buckets(text)
+  local list = {}
+  for number, count, last in string.gmatch(text or '', '(%d+):(%d+):(%d+)') do
+    list[#list + 1] = { tonumber(number), tonumber(count), tonumber(last) }
+  end
+  return list
+end
+
+-- Reads the scope's windows at Redis's time (never behind the scope's). Returns the scope's time, the
+-- earliest instant (ms) the job may start when it may not now (nil: it may), and the buckets read.
+local function rate_check(rate)
+  local fields = { K_RATE_SEEN }
+  for i, w in ipairs(rate.windows) do fields[i + 1] = w[2] end
+  local got = redis.call('HMGET', rate.key, unpack(fields))
+  local now = now_ms()
+  local seen = tonumber(got[1])
+  if seen and seen > now then now = seen end
+  local due, read = nil, {}
+  for i, w in ipairs(rate.windows) do
+    local limit, per = w[1], w[2]
+    local live, count = {}, 0
+    for _, b in ipairs(rate_buckets(got[i + 1])) do
+      if b[3] + per > now then
+        live[#live + 1] = b
+        count = count + b[2]
+      end
+    end
+    read[per] = live
+    if count >= limit then
+      table.sort(live, function(a, b) return a[3] < b[3] end)
+      local at = math.huge -- a limit of 0: never (until the option changes)
+      for _, b in ipairs(live) do
+        count = count - b[2]
+        if count < limit then
+          at = b[3] + per
+          break
+        end
+      end
+      if due == nil or at > due then due = at end
+    end
+  end
+  return now, due, read
+end
+
+-- A start at `now` (the scope's time) counted in each window length once.
+local function rate_record(rate, now, read)
+  local args, longest = { K_RATE_SEEN, now }, 0
+  for per, live in pairs(read) do
+    local number = math.floor(now * K_RATE_BUCKETS / per)
+    local found = false
+    local parts = {}
+    for _, b in ipairs(live) do
+      if b[1] == number then
+        b[2], b[3], found = b[2] + 1, now, true
+      end
+      parts[#parts + 1] = b[1] .. ':' .. b[2] .. ':' .. b[3]
+    end
+    if not found then parts[#parts + 1] = number .. ':1:' .. now end
+    args[#args + 1] = per
+    args[#args + 1] = table.concat(parts, ',')
+    if per > longest then longest = per end
+  end
+  redis.call('HSET', rate.key, unpack(args))
+  redis.call('PEXPIRE', rate.key, longest + K_DEFAULT_LEASE_MS)
+end
+
+-- A tenant whose next job would start over a window leaves `from` for `rated` until `due`, keeping its
+-- start tag.
+local function hold_rated(k, from, member, tag, due)
+  redis.call('ZREM', from, member)
+  if due == math.huge then due = '+inf' end
+  redis.call('ZADD', k.rated, due, member)
+  redis.call('HSET', k.rtags, member, tag)
+end
+
+-- Rate-capped tenants whose instant came (all of them when `all`: draining) rejoin `ready` at start tag
+-- max(theirs, v), at most K_RATE_WAKE_BATCH a call, an idle fetcher woken for each.
+local function rate_wake(k, all)
+  local due = redis.call('ZRANGEBYSCORE', k.rated, '-inf', all and '+inf' or now_ms(), 'LIMIT', 0, K_RATE_WAKE_BATCH)
+  if #due == 0 then return end
+  local tags = redis.call('HMGET', k.rtags, unpack(due))
+  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  for i, member in ipairs(due) do
+    local tag = tonumber(tags[i]) or v
+    redis.call('ZADD', k.ready, tag > v and tag or v, member)
+  end
+  redis.call('ZREM', k.rated, unpack(due))
+  redis.call('HDEL', k.rtags, unpack(due))
+  add_tokens(k, #due, K_TOKEN_CAP)
+end
+
+-- How long (ms, at least 1) until the first rate-capped tenant of `k` may start, or nil.
+local function rate_next(k)
+  local first = redis.call('ZRANGE', k.rated, 0, 0, 'WITHSCORES')
+  if #first == 0 or first[2] == 'inf' then return nil end
+  return math.max(math.ceil(tonumber(first[2]) - now_ms()), 1)
+end
+
 
 local function same_scope(a, b)
   return a ~= nil and b ~= nil and a.tag == b.tag and a.sub == b.sub
@@ -260,6 +405,20 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     redis.call('ZREM', k.heads, tenant)
     return nil
   end
+  -- A rate window first (it only reads), then the slot: a job starts only when it passes both, and neither
+  -- is spent on a job the other refuses.
+  local rate = not uncapped and rate_of(job) or nil
+  local rate_now, rate_due, rate_read
+  if rate then
+    rate_now, rate_due, rate_read = rate_check(rate)
+    if rate_due then
+      redis.call('LPUSH', list, job)
+      local held = tier ~= k.ready and not known and slot_of(job)
+      if held then redis.call('ZREM', held.waiting, waiting_entry(k, queue, tier, member)) end
+      hold_rated(k, tier, member, start, rate_due)
+      return nil
+    end
+  end
   local slot = not uncapped and slot_of(job) or nil
   local taken, running, limit = true, 0, 0
   -- Past the limit only from `over` while nobody is ready: not a tenant woken into a slot (known) that its
@@ -270,6 +429,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     hold_back(k, queue, tier, member, start, slot, limit, running)
     return nil
   end
+  if rate then rate_record(rate, rate_now, rate_read) end
   -- A tenant served from where it waits (over, or capped when draining) still has its waiting entry there,
   -- unless a wake took it (known); it goes when the tenant leaves that place.
   local stale = tier ~= k.ready and not known and (slot or slot_of(job))
@@ -339,6 +499,7 @@ end
 -- caps, capped tenants included (draining). `woken`: tenants this call's acknowledgements woke (wake).
 -- Returns tenant, job, the jid whose slot was taken (or nil); nil when none.
 local function serve(k, queue, uncapped, woken)
+  rate_wake(k, uncapped)
   if woken and #woken > 0 then
     local tenant, job, jid = woken_turn(k, queue, woken)
     if tenant then return tenant, job, jid end
@@ -415,7 +576,7 @@ local function leave(k, queue, tenant, last)
   local tier, member, tag
   if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
   if not member then
-    for _, set in ipairs({ k.ready, k.over, k.capped }) do
+    for _, set in ipairs({ k.ready, k.over, k.capped, k.rated }) do
       member, tag = find_member(set, ACTIVATION .. glob_escape(tenant), function(m) return member_tenant(m) == tenant end)
       if member then
         tier = set
@@ -425,6 +586,10 @@ local function leave(k, queue, tenant, last)
   end
   if not member then return end
   redis.call('ZREM', tier, member)
+  if tier == k.rated then
+    tag = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    redis.call('HDEL', k.rtags, member)
+  end
   if tag > (tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
 end
 

@@ -1,0 +1,102 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/sidekiq_process"
+require_relative "../support/fair_rate_app"
+
+# Rate caps inside a fair queue, on real `sidekiq` server processes: a tenant whose next job would start over
+# a window leaves the rotation until the instant it may, and comes back by itself; others are served meanwhile.
+# The cap is decided on Redis's clock when the job is fetched; a job records its start a little later (in the
+# job), so the recorded starts are checked in windows MARGIN shorter than the cap's (a count bound, with room
+# for the time between a fetch and the job's first line).
+RSpec.describe "Rate caps inside fair queues" do
+  margin = 0.25
+  let(:servers) { [] }
+  let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
+
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after do
+    servers.each(&:stop)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  def start_server(concurrency:)
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: %w[fair],
+                       app: File.expand_path("../support/fair_rate_app.rb", __dir__)).start.tap { |s| servers << s }
+  end
+
+  def events = redis.lrange(FairRateApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
+  def starts(tenant) = events.select { |e| e["event"] == "start" && e["tenant"] == tenant }
+  def finished(tenant) = events.count { |e| e["event"] == "finish" && e["tenant"] == tenant }
+  def rated_tenants = redis.zrange("#{base}rated", 0, -1).map { |member| member[16..] }
+
+  # The most starts in any window of `length` seconds ending at a start.
+  def most_in_window(times, length)
+    times = times.sort
+    times.each_index.map { |i| times[0..i].count { |t| t > times[i] - length } }.max || 0
+  end
+
+  it "never starts more than 5 a second for a capped tenant (2 processes x 5 threads), others served meanwhile" do
+    2.times { start_server(concurrency: 5) }
+    wait_for("2 processes up") { redis.scard("processes") == 2 }
+    40.times { |i| RateJob.perform_async("R", i, 20) }
+    60.times { |i| UncappedRateAppJob.perform_async("U#{i % 3}", i, 50) }
+
+    wait_for("R out of the rotation") { rated_tenants == ["R"] }
+    wait_for("the uncapped jobs", timeout: 30) { %w[U0 U1 U2].sum { |t| finished(t) } == 60 }
+    expect(starts("R").size).to be < 40 # they did not wait for R's backlog
+    wait_for("R's 40 jobs", timeout: 30) { finished("R") == 40 }
+
+    r = starts("R")
+    expect(r.map { |e| e["jid"] }.uniq.size).to eq(40) # none fetched twice
+    expect(r.map { |e| e["pid"] }.uniq.size).to eq(2)
+    expect(most_in_window(r.map { |e| e["at"] }, 1 - margin)).to be <= 5
+    # 40 starts at 5 a second: at least 7 s from the first to the last (8 windows, the first one at once).
+    expect(r.map { |e| e["at"] }.max - r.map { |e| e["at"] }.min).to be > 7 - margin
+    expect(redis.zcard("#{base}rated")).to eq(0)
+  end
+
+  it "holds two windows at once: 3 a second and 5 in 3 seconds" do
+    start_server(concurrency: 4)
+    15.times { |i| TwoWindowsJob.perform_async("W", i, 10) }
+    wait_for("W's 15 jobs", timeout: 30) { finished("W") == 15 }
+
+    times = starts("W").map { |e| e["at"] }
+    expect(most_in_window(times, 1 - margin)).to be <= 3
+    expect(most_in_window(times, 3 - margin)).to be <= 5
+    # The 3-second window is what holds it: 15 starts take 3 such windows after the first.
+    expect(times.max - times.min).to be > 6 - margin
+  end
+
+  it "keeps a SIGKILLed process's starts counted: a replacement starts no more than the window allows" do
+    victim = start_server(concurrency: 2)
+    wait_for("the victim up") { redis.scard("processes") == 1 }
+    6.times { |i| SlowRateJob.perform_async("K", i, 5000) }
+    wait_for("2 starts on the victim") { starts("K").size == 2 }
+    victim.kill!
+    start_server(concurrency: 2)
+    wait_for("4 more starts after the kill", timeout: 30) { starts("K").size >= 6 }
+
+    times = starts("K").map { |e| e["at"] }
+    expect(most_in_window(times, 3 - margin)).to be <= 2
+    expect(starts("K").map { |e| e["pid"] }.uniq.size).to eq(2)
+  end
+
+  it "holds a rate cap and a concurrency cap on the same tenant" do
+    2.times { start_server(concurrency: 3) }
+    12.times { |i| RateAndSlotJob.perform_async("B", i, 100) }
+    wait_for("B's 12 jobs", timeout: 30) { finished("B") == 12 }
+
+    b = events.select { |e| e["tenant"] == "B" }.sort_by { |e| [e["at"], e["event"] == "start" ? 1 : 0] }
+    running = 0
+    most = b.map { |e| running += e["event"] == "start" ? 1 : -1 }.max
+    expect(most).to eq(1)
+    expect(most_in_window(starts("B").map { |e| e["at"] }, 1 - margin)).to be <= 4
+    holders = "sidekiq-fair_tenant:slots:3:t:B:q:fair:holders"
+    expect(redis.zcard(holders)).to eq(0)
+  end
+end
