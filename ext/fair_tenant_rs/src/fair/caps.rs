@@ -37,6 +37,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::fair::rate::{RateState, Window};
 use crate::fair::{Place, Sfq, Tag};
 
 /// The concurrency slot a job takes when it is served.
@@ -101,6 +102,12 @@ pub struct CappedSfq {
     /// Scopes of one tag (a tenant's queues, or a key), and limits set for a whole tag (`*`).
     tags: HashMap<String, String>,
     tag_limits: HashMap<String, usize>,
+    /// Rate caps: per job its scope and windows; per scope its windows' state; the time (ms).
+    rates: HashMap<u64, (String, Vec<Window>)>,
+    rate_states: HashMap<String, RateState>,
+    clock: u64,
+    /// Tenants out of the rotation until a rate window lets their head job start: the instant, their place.
+    pub(crate) rated: HashMap<String, (u64, Place)>,
 }
 
 impl CappedSfq {
@@ -124,6 +131,7 @@ impl CappedSfq {
     /// The next job in fair order and its tenant; the job holds its slot until [`CappedSfq::finish`] or
     /// [`CappedSfq::requeue`].
     pub fn pop(&mut self) -> Option<(String, u64)> {
+        self.rate_wake();
         loop {
             let (tier, (&at, tenant)) = match self.sfq.ready.first_key_value() {
                 Some(top) => (Tier::Ready, top),
@@ -183,10 +191,54 @@ impl CappedSfq {
                 } else {
                     self.rejoin(tenant.clone(), tag, seq);
                 }
+            } else if last {
+                if let Some((_, (tag, _))) = self.rated.remove(&tenant) {
+                    self.sfq.left_at(&tenant, tag.0);
+                }
             }
         }
         self.slots.remove(&job);
         self.sfq.delete(&tenant, job)
+    }
+
+    /// The job is held to a rate cap: its scope and windows.
+    pub fn set_rate(&mut self, job: u64, scope: &str, windows: Vec<Window>) {
+        self.rates.insert(job, (scope.to_string(), windows));
+    }
+
+    /// The time (ms; Redis's clock in the scripts).
+    pub fn set_clock(&mut self, now: u64) {
+        self.clock = now;
+    }
+
+    /// Tenants waiting for a rate window: (tenant, start tag, activation, instant), first instant first.
+    pub fn rated(&self) -> Vec<(String, f64, u64, u64)> {
+        let mut out: Vec<_> = (self.rated.iter())
+            .map(|(t, (due, (tag, seq)))| (t.clone(), tag.0, *seq, *due))
+            .collect();
+        out.sort_by_key(|a| (a.3, a.2));
+        out
+    }
+
+    /// How long (ms, at least 1) until the first rate-capped tenant may start, if one waits.
+    pub fn rate_next(&self) -> Option<u64> {
+        let due = self.rated.values().map(|(d, _)| *d).min()?;
+        Some(due.saturating_sub(self.clock).max(1))
+    }
+
+    /// Rate-capped tenants whose instant came rejoin `ready` at max(tag, V), RATE_WAKE_BATCH at most, by
+    /// instant then member (activation, then tenant), as the Lua's sorted set orders them.
+    fn rate_wake(&mut self) {
+        let mut due: Vec<(u64, String)> = (self.rated.iter())
+            .filter(|(_, (d, _))| *d <= self.clock)
+            .map(|(t, (d, (_, seq)))| (*d, format!("{seq:016x}{t}")))
+            .collect();
+        due.sort();
+        for (_, member) in due.into_iter().take(crate::names::RATE_WAKE_BATCH as usize) {
+            let tenant = member[16..].to_string();
+            let (_, (tag, seq)) = self.rated.remove(&tenant).expect("due");
+            self.rejoin(tenant, tag, seq);
+        }
     }
 
     /// A runtime limit for a scope (beats the jobs' own); raising it wakes waiting tenants.
@@ -344,6 +396,20 @@ impl CappedSfq {
             }
             return None;
         };
+        // A rate window first (it only reads), then the slot: neither is spent on a job the other refuses.
+        let rate = self.rates.get(&job).cloned();
+        let mut rate_now = 0;
+        if let Some((scope, windows)) = &rate {
+            let state = self.rate_states.entry(scope.clone()).or_default();
+            rate_now = state.clock(self.clock);
+            if let Some(due) = state.due(windows, rate_now) {
+                self.sfq.backlog.get_mut(tenant)?.push_front(job);
+                self.forget(tenant);
+                self.rated
+                    .insert(tenant.to_string(), (due, (Tag(start), at.1)));
+                return None;
+            }
+        }
         let slot = self.slots.get(&job).cloned();
         let (mut running, mut limit) = (0, 0);
         if let Some(slot) = &slot {
@@ -355,6 +421,10 @@ impl CappedSfq {
                     return None;
                 }
             }
+        }
+        if let Some((scope, windows)) = &rate {
+            let state = self.rate_states.get_mut(scope).expect("read above");
+            state.record(windows, rate_now);
         }
         match self.sfq.served(tenant, start, w) {
             Some(finish) => {
@@ -546,6 +616,60 @@ mod tests {
         for id in ids {
             q.push(tenant, id, slot.clone());
         }
+    }
+
+    #[test]
+    fn a_rate_capped_tenant_waits_for_its_instant_and_keeps_its_place() {
+        let mut q = CappedSfq::new();
+        q.set_clock(10_000);
+        let window = vec![Window {
+            limit: 2,
+            per_ms: 1000,
+        }];
+        for j in 0..6 {
+            q.push("a", j, None);
+            q.set_rate(j, "a", window.clone());
+            if j < 4 {
+                q.push("b", 100 + j, None);
+            }
+        }
+        let served: Vec<String> = (0..6).map(|_| q.pop().unwrap().0).collect();
+        // a twice, then only b while a waits for 11,000 (both starts in one bucket at 10,000).
+        assert_eq!(served, ["a", "b", "a", "b", "b", "b"]);
+        assert_eq!(q.rated().len(), 1);
+        assert_eq!(q.rate_next(), Some(1000));
+        assert_eq!(q.pop(), None);
+        q.set_clock(10_999);
+        assert_eq!(q.pop(), None);
+        q.set_clock(11_000);
+        // Back at max(its tag, V): its turn comes at once, no credit banked for the wait.
+        assert_eq!(q.pop(), Some(("a".to_string(), 2)));
+        assert_eq!(q.pop(), Some(("a".to_string(), 3)));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn a_refused_slot_spends_no_rate_start_and_both_caps_hold() {
+        let mut q = CappedSfq::new();
+        q.set_clock(0);
+        let window = vec![Window {
+            limit: 2,
+            per_ms: 1000,
+        }];
+        for j in 0..4 {
+            q.push("a", j, Some(Slot::fixed("a", 1)));
+            q.set_rate(j, "a", window.clone());
+        }
+        assert_eq!(q.pop(), Some(("a".to_string(), 0)));
+        assert_eq!(q.pop(), None); // the slot: held back, no start counted
+        assert_eq!(q.capped(), ["a"]);
+        q.finish(0);
+        assert_eq!(q.pop(), Some(("a".to_string(), 1)));
+        q.finish(1);
+        assert_eq!(q.pop(), None); // the rate: 2 starts in the window
+        assert_eq!(q.rate_next(), Some(1000));
+        q.set_clock(1000);
+        assert_eq!(q.pop(), Some(("a".to_string(), 2)));
     }
 
     #[test]

@@ -17,11 +17,22 @@ use std::time::{Duration, Instant, SystemTime};
 use redis::{Connection, Value};
 
 use crate::fair::caps::{CappedSfq, Slot, Tier};
+use crate::fair::rate::Window;
 use crate::fair::scripts::Function;
 use crate::fair::{self, Tag};
 use crate::slots;
 
 const QUEUE: &str = "fq";
+/// The scripts' clock in this test (`now_ms` reads it in place of TIME: see `load_library`).
+const CLOCK_KEY: &str = "lockstep:clock";
+
+/// Where a sequence's clock starts: now (the slot scripts, which read TIME, see leases as the fair ones do).
+fn clock_start() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
 const LEASE_MS: u64 = 3_600_000;
 const PROCESSES: usize = 3;
 
@@ -118,6 +129,8 @@ struct World {
     scopes: Vec<ScopeDef>,
     /// Most jobs on the shared keys (more tenants woken at once).
     crowded: bool,
+    /// Per tenant, the rate windows its jobs carry (four in five of them), if any.
+    rates: Vec<Option<Vec<Window>>>,
 }
 
 impl World {
@@ -143,11 +156,31 @@ impl World {
                 elastic,
             });
         }
+        let rates = tenants
+            .iter()
+            .map(|_| {
+                rng.chance(50).then(|| {
+                    (0..1 + rng.below(2))
+                        .map(|_| Window {
+                            limit: 1 + rng.below(3) as u64,
+                            per_ms: [300, 1000, 2500][rng.below(3)],
+                        })
+                        .collect()
+                })
+            })
+            .collect();
         World {
             tenants,
             scopes,
             crowded: rng.chance(50),
+            rates,
         }
+    }
+
+    /// The rate windows a job of the tenant carries, if any.
+    fn rate(&self, tenant: &str, jid: u64) -> Option<&Vec<Window>> {
+        let t = self.tenants.iter().position(|x| x == tenant)?;
+        self.rates[t].as_ref().filter(|_| jid % 5 != 4)
     }
 }
 
@@ -173,12 +206,15 @@ enum Op {
     Weight(usize, Option<f64>),
     /// A runtime limit for a scope, or (true) for its whole tag (`*`); None: deleted.
     Limit(usize, Option<usize>, bool),
+    /// The clock moves on (ms).
+    Tick(u64),
 }
 
 fn random_op(rng: &mut Rng, world: &World) -> Op {
     let tenants = world.tenants.len();
     let picks = |rng: &mut Rng| (0..rng.below(4)).map(|_| rng.below(8)).collect::<Vec<_>>();
-    match rng.below(100) {
+    match rng.below(110) {
+        100.. => Op::Tick(rng.below(1500) as u64),
         0..=29 => Op::Push(
             (0..1 + rng.below(3))
                 .map(|_| {
@@ -248,6 +284,8 @@ struct View {
     ready: Vec<(String, f64, u64)>,
     capped: Vec<(String, f64, u64)>,
     over: Vec<(String, f64, u64)>,
+    /// Tenants waiting for a rate window: tenant, start tag, activation, instant.
+    rated: Vec<(String, f64, u64, u64)>,
     idle: Vec<(String, f64)>,
     paused: Vec<String>,
     backlogs: Vec<(String, Vec<u64>)>,
@@ -270,6 +308,7 @@ struct Lockstep<'a> {
     delete: Function,
     /// What the last step's scripts did (pushed jobs and their limits, the job served), for the report.
     note: String,
+    clock: u64,
 }
 
 fn script(name: &str) -> Function {
@@ -307,11 +346,14 @@ fn places(raw: Vec<(String, f64)>) -> Vec<(String, f64, u64)> {
 impl<'a> Lockstep<'a> {
     fn new(con: &'a mut Connection, world: &'a World) -> Lockstep<'a> {
         let _: () = redis::cmd("FLUSHALL").query(con).unwrap();
+        let clock = clock_start();
+        set_clock(con, clock);
         Lockstep {
             con,
             world,
             model: {
                 let mut model = CappedSfq::new();
+                model.set_clock(clock);
                 for d in &world.scopes {
                     model.set_tag(&d.name(), &d.tag);
                 }
@@ -325,6 +367,7 @@ impl<'a> Lockstep<'a> {
             weight: script("weight"),
             delete: script("delete"),
             note: String::new(),
+            clock,
         }
     }
 
@@ -379,17 +422,28 @@ impl<'a> Lockstep<'a> {
                 d.tag, d.sub, d.elastic as u8
             )
         });
-        // Two jobs in three as FairPush writes them (enqueue time, jid and slot first: read without decoding),
-        // the others as an earlier version or another client did (decoded).
+        let rate = self.world.rate(tenant, jid).map(|windows| {
+            let flat: Vec<String> = (windows.iter())
+                .map(|w| format!("{},{}", w.limit, w.per_ms))
+                .collect();
+            format!(
+                r#","fair_tenant_rate_cap":["t:{tenant}","q:{QUEUE}",{}]"#,
+                flat.join(",")
+            )
+        });
+        // Two jobs in three as FairPush writes them (enqueue time, jid, slot and rate first: read without
+        // decoding), the others as an earlier version or another client did (decoded).
         if jid.is_multiple_of(3) {
             format!(
-                r#"{{"class":"Job","queue":"{QUEUE}","jid":"{jid}","args":["{tenant}"],"enqueued_at":1700000000.5{}}}"#,
+                r#"{{"class":"Job","queue":"{QUEUE}"{},"jid":"{jid}","args":["{tenant}"],"enqueued_at":1700000000.5{}}}"#,
+                rate.unwrap_or_default(),
                 slot.unwrap_or_default()
             )
         } else {
             format!(
-                r#"{{"enqueued_at":1700000000.5,"jid":"{jid}"{},"class":"Job","queue":"{QUEUE}","args":["{tenant}"]}}"#,
-                slot.unwrap_or_default()
+                r#"{{"enqueued_at":1700000000.5,"jid":"{jid}"{}{},"class":"Job","queue":"{QUEUE}","args":["{tenant}"]}}"#,
+                slot.unwrap_or_default(),
+                rate.unwrap_or_default()
             )
         }
     }
@@ -451,6 +505,10 @@ impl<'a> Lockstep<'a> {
                         }
                     });
                     self.model.push(&tenant, jid, slot);
+                    if let Some(windows) = self.world.rate(&tenant, jid) {
+                        self.model
+                            .set_rate(jid, &format!("t:{tenant}"), windows.clone());
+                    }
                 }
                 let _: i64 = inv.invoke(self.con).unwrap();
             }
@@ -490,6 +548,15 @@ impl<'a> Lockstep<'a> {
                         Some((tenant, job, entry, held))
                     }
                     Value::Nil => None,
+                    Value::Int(ms) => {
+                        // Nothing served: the wait until a rate-capped tenant may start, as the model's.
+                        let served = self.model.pop();
+                        let due = self.model.rate_next();
+                        if served.is_some() || due != Some(ms as u64) {
+                            return Err(format!("fetch replied wait {ms} ms, model {due:?}"));
+                        }
+                        return self.compare();
+                    }
                     other => return Err(format!("fetch replied {other:?}")),
                 };
                 let model = self.model.pop();
@@ -604,6 +671,11 @@ impl<'a> Lockstep<'a> {
                     .unwrap();
                 self.model.set_weight(&tenant, w.unwrap_or(1.0));
             }
+            Op::Tick(ms) => {
+                self.clock += ms;
+                set_clock(self.con, self.clock);
+                self.model.set_clock(self.clock);
+            }
             Op::Limit(s, limit, whole_tag) => {
                 let d = &self.world.scopes[*s];
                 let field = if *whole_tag { "*" } else { d.sub.as_str() };
@@ -663,9 +735,10 @@ impl<'a> Lockstep<'a> {
         };
         pipe.cmd("HGETALL").arg(format!("{base}state"));
         pipe.cmd("SMEMBERS").arg(format!("{base}paused"));
-        for tier in ["fin", "ready", "capped", "over"] {
+        for tier in ["fin", "ready", "capped", "over", "rated"] {
             zrange(&mut pipe, format!("{base}{tier}"));
         }
+        pipe.cmd("HGETALL").arg(format!("{base}rated-tags"));
         for t in &self.world.tenants {
             pipe.cmd("LRANGE")
                 .arg(format!("{base}t:{t}"))
@@ -693,7 +766,16 @@ impl<'a> Lockstep<'a> {
         let mut idle = zset();
         idle.sort_by(|a, b| a.0.cmp(&b.0));
         let (ready, capped, over) = (places(zset()), places(zset()), places(zset()));
+        let rated_due = zset();
         let mut next = || replies.next().unwrap();
+        let tags: BTreeMap<String, f64> = redis::from_redis_value(next()).unwrap();
+        let rated = rated_due
+            .into_iter()
+            .map(|(m, due)| {
+                let seq = u64::from_str_radix(&m[..16], 16).unwrap();
+                (m[16..].to_string(), tags[&m], seq, due as u64)
+            })
+            .collect();
         let mut backlogs = Vec::new();
         for t in &self.world.tenants {
             let jobs: Vec<Vec<u8>> = redis::from_redis_value(next()).unwrap();
@@ -742,6 +824,7 @@ impl<'a> Lockstep<'a> {
             ready,
             capped,
             over,
+            rated,
             idle,
             paused,
             backlogs,
@@ -795,6 +878,7 @@ impl<'a> Lockstep<'a> {
             ready: tier(&m.sfq.ready),
             capped: tier(&m.capped),
             over: tier(&m.over),
+            rated: m.rated(),
             idle,
             paused,
             backlogs,
@@ -826,6 +910,36 @@ impl<'a> Lockstep<'a> {
         }
         Err(diff)
     }
+}
+
+/// The scripts' clock (seconds, microseconds, as TIME replies).
+fn set_clock(con: &mut Connection, ms: u64) {
+    let _: () = redis::cmd("HSET")
+        .arg(CLOCK_KEY)
+        .arg("s")
+        .arg(ms / 1000)
+        .arg("u")
+        .arg(ms % 1000 * 1000)
+        .query(con)
+        .unwrap();
+}
+
+/// The function library with its clock read from CLOCK_KEY (`now_ms`'s TIME), so the test moves time on;
+/// the rest of the text, and the functions' names, are production's.
+fn load_library(con: &mut Connection) {
+    let source = &fair::library().source;
+    let time = "redis.call('TIME')";
+    assert!(source.contains(time), "now_ms reads TIME");
+    let test = source.replace(
+        time,
+        &format!("redis.call('HMGET', '{CLOCK_KEY}', 's', 'u')"),
+    );
+    let _: String = redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg("REPLACE")
+        .arg(test)
+        .query(con)
+        .unwrap();
 }
 
 /// Runs a sequence from an empty Redis; Err: the failing step's index and the difference.
@@ -942,6 +1056,7 @@ fn the_scripts_and_the_model_serve_alike() {
     );
     let server = Server::start();
     let mut con = server.connect();
+    load_library(&mut con);
     for n in 0..sequences {
         let mut rng = Rng(seed.wrapping_add(n));
         let world = World::random(&mut rng);
@@ -974,6 +1089,7 @@ fn world(tenants: &[&str], scopes: &[(&str, &str, usize, bool)]) -> World {
             })
             .collect(),
         crowded: false,
+        rates: tenants.iter().map(|_| None).collect(),
     }
 }
 
@@ -985,6 +1101,7 @@ fn the_divergences_found_stay_fixed() {
     let q = "q:fq";
     let server = Server::start();
     let mut con = server.connect();
+    load_library(&mut con);
     let cases = [
         // A woken tenant was held to the released job's limit, not its own (`take_slot`'s shortcut).
         (
