@@ -1,8 +1,10 @@
 //! The fair-queue serving rule in lockstep: random sequences of operations run through the scripts that
 //! run in production (`fair_push`, `fair_fetch`, `fair_ack`, `fair_weight`, `set_limit` on a redis-server
 //! of its own) and through the model ([`CappedSfq`]); after every step the job served, every tenant's place
-//! (ready, capped, over, paused, idle finish tags, with start tags and activations), backlogs, slot
-//! holders and waiters must be the same.
+//! (ready, capped, over, rated, paused, idle finish tags, with start tags and activations; rated with its
+//! instant), backlogs, slot holders and waiters, and the wait a fetch that served nothing replies must be
+//! the same. Some tenants' jobs carry rate windows; the clock moves on (or back) between operations: the
+//! library loaded here reads it from a key where production's reads TIME (`load_library`).
 //!
 //! `LOCKSTEP_SEQUENCES` (default 300), `LOCKSTEP_STEPS` (ops per sequence, default 60) and `LOCKSTEP_SEED`
 //! (default: from the clock) choose the run; a failure prints the seed and the shortest failing sequence
@@ -206,15 +208,16 @@ enum Op {
     Weight(usize, Option<f64>),
     /// A runtime limit for a scope, or (true) for its whole tag (`*`); None: deleted.
     Limit(usize, Option<usize>, bool),
-    /// The clock moves on (ms).
-    Tick(u64),
+    /// The clock moves on (ms), or back (Redis restarted with a clock behind): the rate windows' view of
+    /// time never goes back.
+    Tick(i64),
 }
 
 fn random_op(rng: &mut Rng, world: &World) -> Op {
     let tenants = world.tenants.len();
     let picks = |rng: &mut Rng| (0..rng.below(4)).map(|_| rng.below(8)).collect::<Vec<_>>();
     match rng.below(110) {
-        100.. => Op::Tick(rng.below(1500) as u64),
+        100.. => Op::Tick(rng.below(1800) as i64 - 300),
         0..=29 => Op::Push(
             (0..1 + rng.below(3))
                 .map(|_| {
@@ -672,7 +675,7 @@ impl<'a> Lockstep<'a> {
                 self.model.set_weight(&tenant, w.unwrap_or(1.0));
             }
             Op::Tick(ms) => {
-                self.clock += ms;
+                self.clock = self.clock.saturating_add_signed(*ms);
                 set_clock(self.con, self.clock);
                 self.model.set_clock(self.clock);
             }
