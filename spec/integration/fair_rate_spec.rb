@@ -40,6 +40,32 @@ RSpec.describe "Rate caps inside fair queues" do
     times.each_index.map { |i| times[0..i].count { |t| t > times[i] - length } }.max || 0
   end
 
+  it "validates fair_tenant_rate at sidekiq_options time, naming the class and the rule" do
+    define = lambda do |option|
+      Class.new do
+        include Sidekiq::Worker
+
+        def self.name = "ShopSyncJob"
+        sidekiq_options fair_tenant_rate: option
+      end
+    end
+    [[[{ limit: 0, per: 1 }], /window 1: limit must be an Integer >= 1/],
+     [[{ limit: 2, per: 1 }, { limit: 2 }], /window 2: per must be/],
+     [[{ limit: 2, per: 1, every: 3 }], /unknown key "every"/],
+     [Array.new(9) { { limit: 1, per: 1 } }, /1 to 8 windows/],
+     [{ windows: [{ limit: 1, per: 1 }], key: 3 }, /key must name a class method/],
+     ["2/s", /must be an Array of windows/]].each do |option, reason|
+      expect { define.call(option) }.to raise_error(ArgumentError, /ShopSyncJob: invalid fair_tenant_rate .*/) { |e|
+        expect(e.message).to match(reason)
+      }
+    end
+    duration = Struct.new(:to_f).new(86_400.0) # as an ActiveSupport::Duration answers
+    rate = Sidekiq::FairTenant::Native::Rate.new("J", [{ limit: 2, per: 1 }, { "limit" => 10_000, "per" => duration }])
+    expect(rate.flat).to eq([2, 1000, 10_000, 86_400_000])
+    expect(Sidekiq::FairTenant::Native::Rate.new("J",
+                                                 { limit: 5, per: 0.5, key: :shop_id }).key_method).to eq("shop_id")
+  end
+
   it "never starts more than 5 a second for a capped tenant (2 processes x 5 threads), others served meanwhile" do
     2.times { start_server(concurrency: 5) }
     wait_for("2 processes up") { redis.scard("processes") == 2 }
