@@ -66,6 +66,19 @@ RSpec.describe "Rate caps inside fair queues" do
                                                  { limit: 5, per: 0.5, key: :shop_id }).key_method).to eq("shop_id")
   end
 
+  it "takes a tenant out of the rotation in-process: no job fetched twice, Queue#latency leaves it out" do
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rate:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    3.times { |i| SlowRateJob.perform_async("L", i, 0) }
+    UncappedRateAppJob.perform_async("M", 0, 0)
+    served = Array.new(4) { fetch.retrieve_work&.tap(&:acknowledge) }.compact.map { |u| JSON.parse(u.job)["args"][0] }
+    # L's 2 starts in 3 s, then only M; the third L job waits in `rated`, not fetched and pushed back.
+    expect(served.sort).to eq(%w[L L M])
+    expect(rated_tenants).to eq(["L"])
+    expect(Sidekiq::Queue.new("fair").size).to eq(1)
+    expect(Sidekiq::Queue.new("fair").latency).to eq(0.0)
+    fetch.flush_acks
+  end
+
   it "never starts more than 5 a second for a capped tenant (2 processes x 5 threads), others served meanwhile" do
     2.times { start_server(concurrency: 5) }
     wait_for("2 processes up") { redis.scard("processes") == 2 }

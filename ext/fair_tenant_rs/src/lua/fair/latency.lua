@@ -1,6 +1,7 @@
 -- When the oldest waiting job a free thread could start now was enqueued (Sidekiq::Queue#latency, which
 -- autoscalers read): tenants from `heads`, oldest job first, passing over paused ones (in `paused`, or of
--- weight 0 and not moved there yet) and ones held back by a static cap (in `capped`). Tenants over an elastic
+-- weight 0 and not moved there yet), ones held back by a static cap (in `capped`) and ones waiting for a rate
+-- window (in `rated`, or whose next job's window is full). Tenants over an elastic
 -- cap (`over`) count: spare threads serve them. Read-only; at most `steps` tenants are passed over, then the
 -- next one's time is taken. Held back means a member of `capped` among its first `read` (lowest start tags),
 -- or, when it has more, a tenant whose next job's static scope is full.
@@ -16,11 +17,20 @@ for _, member in ipairs(members) do
   capped[member_tenant(member)] = true
 end
 local more_capped = #members == CAPPED_READ and redis.call('ZCARD', k.capped) > CAPPED_READ
+members = redis.call('ZRANGE', k.rated, 0, CAPPED_READ - 1)
+for _, member in ipairs(members) do
+  capped[member_tenant(member)] = true
+end
+local more_rated = #members == CAPPED_READ and redis.call('ZCARD', k.rated) > CAPPED_READ
 
 local function held(tenant)
   if capped[tenant] then return true end
+  if not more_capped and not more_rated then return false end
+  local head = redis.call('LINDEX', k.prefix .. tenant, 0)
+  local rate = more_rated and rate_of(head)
+  if rate and select(2, rate_check(rate)) then return true end
   if not more_capped then return false end
-  local slot = slot_of(redis.call('LINDEX', k.prefix .. tenant, 0))
+  local slot = slot_of(head)
   return slot ~= nil and not slot.elastic
     and redis.call('ZCOUNT', slot.holders, now_ms(), '+inf') >= effective_limit(slot.limits, slot.sub, slot.default)
 end
