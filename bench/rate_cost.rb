@@ -76,7 +76,7 @@ rows = {
 end
 
 puts "rate caps, fetch + ack per job                  round trips   Redis cmds  server us"
-rated = "#{Sidekiq::FairTenant::Native::Fair.base(QUEUE)}rated"
+rated = Sidekiq::FairTenant::FairQueues.key(QUEUE, NAMES::RATED)
 rows.each do |name, (warm, held, pairs)|
   RateBench.redis.flushdb
   unless warm.empty?
