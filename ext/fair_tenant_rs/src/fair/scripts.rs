@@ -49,9 +49,10 @@ pub const NAMES: [&str; 13] = [
     "latency", "held", "liveness",
 ];
 
-const COMMON: [&str; 3] = [
+const COMMON: [&str; 4] = [
     include_str!("../lua/slots/common.lua"),
     include_str!("../lua/fair/common.lua"),
+    include_str!("../lua/fair/time.lua"),
     include_str!("../lua/fair/serve.lua"),
 ];
 

@@ -13,6 +13,7 @@
 --   capped ZSET   tenants out of the rotation: their next job's concurrency scope is full (a static cap);
 --                 member and score as in ready (fair_caps.lua)
 --   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
+--   runtimes HASH  under `time`: tenant -> its recent mean run time (time.lua)
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
 -- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
@@ -81,7 +82,7 @@ end
 local function fair_keys(base, weights)
   return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
            sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
-           prefix = base .. K_TENANT_LIST, weights = weights }
+           prefix = base .. K_TENANT_LIST, runtimes = base .. K_RUNTIMES, weights = weights }
 end
 
 -- A queue's key prefix from a template holding K_QUEUE_PLACEHOLDER once.
