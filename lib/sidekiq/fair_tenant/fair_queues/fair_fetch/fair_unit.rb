@@ -14,7 +14,7 @@ module Sidekiq
         end
 
         def self.now_ms
-          Process.clock_gettime(Process::CLOCK_MONOTONIC, :millisecond)
+          ::Process.clock_gettime(::Process::CLOCK_MONOTONIC, :millisecond)
         end
 
         def acknowledge
