@@ -2,7 +2,8 @@
 
 # Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
 # the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
-# tenants and backlog grow, a capped tenant's extra work, the drain table (bench/drain.rb), recovery housekeeping
+# tenants and backlog grow, by job count against by worker time (bench/fair_time.rb), a capped tenant's extra work,
+# the drain table (bench/drain.rb), recovery housekeeping
 # (bench/fleet_housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
 FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
 FAIR_FETCHES = Integer(ENV.fetch("FAIR_FETCHES", "2000"))
@@ -173,6 +174,10 @@ puts format("  %9s %9s %12s %12s %12s", "tenants", "waiting", "round trips", "Re
   (BenchSummary.figures[:fetch] ||= {})[[tenants, waiting]] = cost
   puts format("  %9d %9d %12.2f %12.2f %12.1f", tenants, waiting, cost[:round_trips], cost[:commands], cost[:server_us])
 end
+redis.flushdb
+require_relative "fair_time"
+FairTimeBench.print(FairTimeBench.run)
+Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fair bench_fair_slow bench_fetch] }
 redis.flushdb
 
 # A capped tenant (fair_tenant_concurrency limit 2) with a backlog, beside 2 uncapped tenants: 10 jobs in flight
