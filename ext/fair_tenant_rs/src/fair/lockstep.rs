@@ -258,6 +258,9 @@ struct View {
     waiters: Vec<(String, Vec<Waiter>)>,
     /// Per process, its in-flight jobs (as a set: copies taken back come in a hash's order).
     inflight: Vec<Vec<u64>>,
+    /// Under `time`: the tenants' mean run times (ms) and the queue's.
+    means: Vec<(String, f64)>,
+    mean: Option<f64>,
 }
 
 struct Lockstep<'a> {
@@ -713,6 +716,8 @@ impl<'a> Lockstep<'a> {
             pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
         };
         pipe.cmd("HGETALL").arg(format!("{base}state"));
+        pipe.cmd("HGETALL")
+            .arg(format!("{base}{}", crate::names::RUNTIMES));
         pipe.cmd("SMEMBERS").arg(format!("{base}paused"));
         for tier in ["fin", "ready", "capped", "over"] {
             zrange(&mut pipe, format!("{base}{tier}"));
@@ -738,6 +743,7 @@ impl<'a> Lockstep<'a> {
         let mut replies = replies.into_iter();
         let mut next = || replies.next().unwrap();
         let state: BTreeMap<String, String> = redis::from_redis_value(next()).unwrap();
+        let means: BTreeMap<String, f64> = redis::from_redis_value(next()).unwrap();
         let mut paused: Vec<String> = redis::from_redis_value(next()).unwrap();
         paused.sort();
         let mut zset = || -> Vec<(String, f64)> { redis::from_redis_value(next()).unwrap() };
@@ -788,6 +794,8 @@ impl<'a> Lockstep<'a> {
             })
             .collect();
         View {
+            means: means.into_iter().collect(),
+            mean: (state.get(crate::names::STATE_MEAN)).map(|m| m.parse().unwrap()),
             v: state.get("v").map_or(0.0, |v| v.parse().unwrap()),
             waiting_jobs: state.get("n").map_or(0, |n| n.parse().unwrap()),
             ready,
@@ -840,7 +848,12 @@ impl<'a> Lockstep<'a> {
                 waiters.push((d.name(), list));
             }
         }
+        let mut means: Vec<(String, f64)> =
+            m.sfq.means.iter().map(|(t, v)| (t.clone(), *v)).collect();
+        means.sort_by(|a, b| a.0.cmp(&b.0));
         View {
+            means,
+            mean: m.sfq.mean,
             v: m.sfq.v,
             waiting_jobs: m.sfq.backlog.values().map(|l| l.len() as i64).sum(),
             ready: tier(&m.sfq.ready),
