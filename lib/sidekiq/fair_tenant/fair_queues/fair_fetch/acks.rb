@@ -65,9 +65,10 @@ module Sidekiq
         end
 
         def flush_acks(conn = nil)
-          entries, timings = @acks.mutex.synchronize { [@acks.list.dup, @acks.timing.dup] }
+          entries = pending_acks
           return if entries.empty?
 
+          timings = @acks.mutex.synchronize { @acks.timing.dup }
           finish("ack", entries.flat_map { |entry| [entry, timings[entry] || ""] }, conn)
           acks_applied(entries)
         end
@@ -76,6 +77,10 @@ module Sidekiq
 
         def init_acks
           @acks = Acks.track(self)
+        end
+
+        def pending_acks
+          @acks.mutex.synchronize { @acks.list.dup }
         end
 
         # The pending acknowledgements: those the fetch script carries, the plain ones, and the script's
