@@ -45,6 +45,21 @@ RSpec.describe "Fair queues by worker time" do
     end
   end
 
+  it "charges in process and learns from the acknowledgements, whatever the tenant's bytes" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [{ "fair" => :time }] }
+    3.times { |i| FairJob.perform_async("café", i) }
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "time:1:a")
+    first = fetch.retrieve_work
+    expect(first.timing.first).to eq(names::TIME_DEFAULT_MS.to_s) # no history yet: the default
+    first.acknowledge
+    second = fetch.retrieve_work # carried the first's run time
+    expect(redis.hkeys("#{base}#{names::RUNTIMES}")).to eq(["café"])
+    expect(second.timing.first.to_f).to be < names::TIME_DEFAULT_MS # charged the mean it learnt
+    second.acknowledge
+    fetch.flush_acks
+    expect(redis.llen(fetch.inflight_key)).to eq(0)
+  end
+
   def start_server(mode)
     env = mode ? { "FAIR_APP_MODE" => mode } : {}
     SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 4, queues: %w[fair], env: env,

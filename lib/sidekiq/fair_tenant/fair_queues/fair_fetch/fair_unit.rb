@@ -10,7 +10,7 @@ module Sidekiq
         def self.timing(queue, charged, member)
           return nil if charged.nil? || charged.empty?
 
-          [charged, "#{queue.bytesize}:#{queue}#{member}", FairUnit.now_ms]
+          [charged, "#{queue.bytesize}:".b + queue.b + member.b, FairUnit.now_ms]
         end
 
         def self.now_ms
@@ -36,7 +36,7 @@ module Sidekiq
           return nil unless timing
 
           charged, where, fetched_at = timing
-          "#{charged} #{FairUnit.now_ms - fetched_at} #{where}"
+          "#{charged} #{FairUnit.now_ms - fetched_at} ".b + where
         end
       end
     end
