@@ -11,6 +11,7 @@ require_relative "summary"
 require_relative "drain"
 require_relative "fleet_housekeeping"
 require_relative "longest"
+require_relative "fetch_floor"
 
 # A plain queue's job: the push and drain that fair queues are measured against.
 class BenchPlainQueueJob
@@ -273,4 +274,7 @@ redis.flushdb
 BenchSummary.figures[:longest] = LongestBench.run
 LongestBench.print(BenchSummary.figures[:longest])
 
+puts
+BenchSummary.figures[:floor] = FetchFloor.run
+FetchFloor.report(BenchSummary.figures[:floor])
 BenchSummary.print
