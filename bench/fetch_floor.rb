@@ -39,7 +39,7 @@ module FetchFloor
     BASE => ->(r, _prev) { r.brpop("queue:plain", timeout: 1)[1] },
     "function: return 1" => ->(r, _prev) { r.call("FCALL", "noop", 0) },
     "function: 1 LMOVE" => ->(r, _prev) { r.call("FCALL", "move", 2, "queue:plain", "inflight") },
-    FAIR_TURN => ->(r, prev) { r.call("FCALL", "fair", 3, "ready", "inflight", "t:", prev || "") }
+    FAIR_TURN => ->(r, prev) { r.call("FCALL", "fair", 3, "floor:tenants", "inflight", "floor:jobs:", prev || "") }
   }.freeze
   OUTER = { BASE => "brpop" }.freeze
 
@@ -50,8 +50,8 @@ module FetchFloor
     redis.pipelined { |p| CALLS.times { p.lpush("queue:plain", JOB) } }
     redis.pipelined do |p|
       TENANTS.times do |t|
-        p.zadd("ready", 0, "tenant#{t}")
-        ((CALLS / TENANTS) + 2).times { p.rpush("t:tenant#{t}", JOB) }
+        p.zadd("floor:tenants", 0, "tenant#{t}")
+        ((CALLS / TENANTS) + 2).times { p.rpush("floor:jobs:tenant#{t}", JOB) }
       end
     end
   end
