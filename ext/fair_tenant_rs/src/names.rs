@@ -100,6 +100,13 @@ pub const RECOVER_BATCH: u64 = 50;
 /// after the next fetch instead of an argument of the fetch script: a string crossing into Lua costs Redis
 /// about 1.25 ns a byte (250 us at 200 KB), a plain command a few microseconds and the fetcher a round trip.
 pub const INLINE_ACK_MAX_BYTES: u64 = 16384;
+/// Most waiting jobs one call of the find script reads looking for a jid (`why`), and most bytes of them.
+pub const FIND_BATCH: u64 = 1000;
+pub const FIND_BYTES: u64 = 1_000_000;
+/// `why`: a tenant's share is computed while at most this many tenants are ready (one weight read each).
+pub const WHY_SHARE_MAX: u64 = 1000;
+/// `why`: most holders of a concurrency scope listed.
+pub const WHY_HOLDERS: u64 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
@@ -215,6 +222,10 @@ pub const NAMES: &[Name] = &[
         INLINE_ACK_MAX_BYTES,
         &["16384", "16_384"],
     ),
+    n("FIND_BATCH", FIND_BATCH, &[]),
+    n("FIND_BYTES", FIND_BYTES, &[]),
+    n("WHY_SHARE_MAX", WHY_SHARE_MAX, &[]),
+    n("WHY_HOLDERS", WHY_HOLDERS, &[]),
 ];
 
 /// A script's final text: the prelude of the `K_<NAME>` constants its parts use, then the parts (a script
