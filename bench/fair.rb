@@ -12,6 +12,8 @@ require_relative "summary"
 require_relative "drain"
 require_relative "fleet_housekeeping"
 require_relative "longest"
+require_relative "fetch_floor"
+require_relative "fair_fill"
 
 # A plain queue's job: the push and drain that fair queues are measured against.
 class BenchPlainQueueJob
@@ -54,8 +56,6 @@ module FairBench
     sent.tally.transform_values { |n| n.to_f / pushes }
   end
 
-  def redis = @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
-
   # A real `sidekiq -c 10` on an empty Redis, booted, with "default" fair (in it and here) or not.
   def start_sidekiq(fair)
     redis.flushdb
@@ -67,18 +67,6 @@ module FairBench
     sidekiq
   end
 
-  # Fills queue `name` with `jobs` tiny jobs over `tenants` tenants, 1,000 per script call.
-  def fill(name, tenants, jobs)
-    payload = '{"class":"BenchFairJob","queue":"%s","args":[%d],"jid":"%d"}'
-    Sidekiq.redis do |conn|
-      (0...jobs).each_slice(1000) do |slice|
-        pairs = slice.map { |i| ["t#{i % tenants}", format(payload, name, i, i)] }
-        Sidekiq::FairTenant::FairQueues.push(conn, name, pairs)
-      end
-    end
-  end
-
-  # Fetches and acknowledges `count` jobs in-process; Redis work per job.
   # Fetches and acknowledges `count` jobs in-process, one after the other as a worker thread does (an
   # acknowledgement rides with the next fetch); Redis work per job.
   def fetch_cost(name, count)
@@ -278,4 +266,7 @@ redis.flushdb
 BenchSummary.figures[:longest] = LongestBench.run
 LongestBench.print(BenchSummary.figures[:longest])
 
+puts
+BenchSummary.figures[:floor] = FetchFloor.run
+FetchFloor.report(BenchSummary.figures[:floor])
 BenchSummary.print

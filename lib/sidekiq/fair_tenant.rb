@@ -54,6 +54,7 @@ require_relative "fair_tenant/fair_queues/fair_backlog"
 require_relative "fair_tenant/fair_queues/fair_visibility"
 require_relative "fair_tenant/fair_queues/weights"
 require_relative "fair_tenant/fair_queues/fair_stats"
+require_relative "fair_tenant/fair_queues/fair_why"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -141,6 +142,11 @@ module Sidekiq
       # What fair queues hold right now (see FairStats).
       def fair_stats
         @fair_stats ||= FairStats.new
+      end
+
+      # Where a job stands and what holds it, by its jid (see FairWhy).
+      def why(jid)
+        FairWhy.new.call(jid)
       end
 
       # Runtime weights of tenants in fair queues (see Weights).

@@ -116,6 +116,13 @@ pub const TIME_CAP_MS: u64 = 60_000;
 pub const TIME_DEFAULT_MS: u64 = 1_000;
 /// The means move by 1/TIME_EWMA_DIVISOR of the way to each run time measured (an EWMA).
 pub const TIME_EWMA_DIVISOR: u64 = 5;
+/// Most waiting jobs one call of the find script reads looking for a jid (`why`), and most bytes of them.
+pub const FIND_BATCH: u64 = 1000;
+pub const FIND_BYTES: u64 = 1_000_000;
+/// `why`: a tenant's share is computed while at most this many tenants are ready (one weight read each).
+pub const WHY_SHARE_MAX: u64 = 1000;
+/// `why`: most holders of a concurrency scope listed.
+pub const WHY_HOLDERS: u64 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
@@ -240,6 +247,10 @@ pub const NAMES: &[Name] = &[
     n("TIME_CAP_MS", TIME_CAP_MS, &[]),
     n("TIME_DEFAULT_MS", TIME_DEFAULT_MS, &[]),
     n("TIME_EWMA_DIVISOR", TIME_EWMA_DIVISOR, &[]),
+    n("FIND_BATCH", FIND_BATCH, &[]),
+    n("FIND_BYTES", FIND_BYTES, &[]),
+    n("WHY_SHARE_MAX", WHY_SHARE_MAX, &[]),
+    n("WHY_HOLDERS", WHY_HOLDERS, &[]),
 ];
 
 /// A script's final text: the prelude of the `K_<NAME>` constants its parts use, then the parts (a script

@@ -75,6 +75,10 @@ fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
 pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let module = native.define_module("Fair")?;
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
+    module.define_singleton_method(
+        "script_names",
+        magnus::function!(|| fair::scripts::NAMES.to_vec(), 0),
+    )?;
     module.define_singleton_method("script_sha", magnus::function!(sha, 1))?;
     module.define_singleton_method("function_name", magnus::function!(function, 1))?;
     module.define_singleton_method(

@@ -13,7 +13,7 @@ module Sidekiq
       SHARED_TENANT = Native::Fair::SHARED_TENANT
       LIBRARY = Native::Fair.library_source.freeze
       MILLISECONDS = Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8") # enqueued_at's unit
-      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held liveness].to_h do |name|
+      SCRIPTS = Native::Fair.script_names.to_h do |name|
         [name, [Native::Fair.function_name(name).freeze, LIBRARY, Native::Fair.script_sha(name).freeze,
                 Native::Fair.script_source(name).freeze].freeze]
       end.freeze

@@ -74,6 +74,25 @@ local function same_scope(a, b)
   return a ~= nil and b ~= nil and a.tag == b.tag and a.sub == b.sub
 end
 
+-- A string's rest after `prefix`, or nil.
+local function after(s, prefix)
+  if s:sub(1, #prefix) == prefix then return s:sub(#prefix + 1) end
+  return nil
+end
+
+-- What a scope's tag and sub name (the stats and why scripts show it) (slots.rs: a tenant's tag with a queue's sub, or a key's tag and sub).
+local function scope_of(slot)
+  local tenant, queue = after(slot.tag, K_TENANT_TAG), after(slot.sub, K_QUEUE_SUB)
+  if tenant and queue then
+    return { 'tenant', tenant, queue }
+  end
+  local key = after(slot.tag, K_KEY_TAG)
+  if key and slot.sub == K_KEY_SUB then
+    return { 'key', key }
+  end
+  return false
+end
+
 -- The scope's sweep registration (as acquire.lua does for parked jobs): "default limit lease" per sub.
 local function register(slot)
   redis.call('HSET', slot.meta, slot.sub, slot.default .. K_META_SEPARATOR .. slot.lease)
