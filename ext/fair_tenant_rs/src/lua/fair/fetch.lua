@@ -16,9 +16,10 @@
 -- for it is served by this very call if its turn comes first; a served job with a slot takes it.
 -- Returns {queue, tenant, job, entry, held, adopt, charged, member} (entry: what acknowledges it, the job at
 -- its end; held: the jid when the job took its slot, else ""; adopt: 1 when the fair queue's `queue:<name>`
--- list holds jobs to adopt, else 0; charged (ms) and member: under `time`, what its timing names, else ""; from a fair queue job is false, the caller reads it from entry: a job crosses once; from a
--- plain queue tenant and entry are false), {queue} when a fair queue has nothing in fair order but jobs
--- to adopt in `queue:<name>`, or nil.
+-- list holds jobs to adopt, else 0; charged (ms) and member: under `time`, what its timing names, else "";
+-- from a fair queue job is false, the caller reads it from entry: a job crosses once; from a plain queue
+-- tenant and entry are false), {queue} when a fair queue has nothing in fair order but jobs to adopt in
+-- `queue:<name>`, or nil.
 local woken = ARGV[1] == '1'
 local identity = ARGV[2]
 local acks = tonumber(ARGV[3])
@@ -56,8 +57,8 @@ for i = 4 + 2 * acks, #ARGV, 3 do
       local entry = inflight_entry(queue, tenant, job)
       redis.call('LPUSH', KEYS[1], entry)
       settle(woken_by_acks)
-      return { queue, tenant, false, entry, held or '', waiting and 1 or 0, charged and string.format('%.17g', charged) or '',
-               charged and member or '' }
+      return { queue, tenant, false, entry, held or '', waiting and 1 or 0,
+               charged and string.format('%.17g', charged) or '', charged and member or '' }
     elseif waiting then
       settle(woken_by_acks)
       return { queue }
