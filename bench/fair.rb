@@ -2,7 +2,8 @@
 
 # Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
 # the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
-# tenants and backlog grow, a capped tenant's extra work, the drain table (bench/drain.rb), recovery housekeeping
+# tenants and backlog grow, by job count against by worker time (bench/fair_time.rb), a capped tenant's extra work,
+# the drain table (bench/drain.rb), recovery housekeeping
 # (bench/fleet_housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
 FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
 FAIR_FETCHES = Integer(ENV.fetch("FAIR_FETCHES", "2000"))
@@ -11,6 +12,8 @@ require_relative "summary"
 require_relative "drain"
 require_relative "fleet_housekeeping"
 require_relative "longest"
+require_relative "fetch_floor"
+require_relative "fair_fill"
 
 # A plain queue's job: the push and drain that fair queues are measured against.
 class BenchPlainQueueJob
@@ -53,8 +56,6 @@ module FairBench
     sent.tally.transform_values { |n| n.to_f / pushes }
   end
 
-  def redis = @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
-
   # A real `sidekiq -c 10` on an empty Redis, booted, with "default" fair (in it and here) or not.
   def start_sidekiq(fair)
     redis.flushdb
@@ -66,18 +67,6 @@ module FairBench
     sidekiq
   end
 
-  # Fills queue `name` with `jobs` tiny jobs over `tenants` tenants, 1,000 per script call.
-  def fill(name, tenants, jobs)
-    payload = '{"class":"BenchFairJob","queue":"%s","args":[%d],"jid":"%d"}'
-    Sidekiq.redis do |conn|
-      (0...jobs).each_slice(1000) do |slice|
-        pairs = slice.map { |i| ["t#{i % tenants}", format(payload, name, i, i)] }
-        Sidekiq::FairTenant::FairQueues.push(conn, name, pairs)
-      end
-    end
-  end
-
-  # Fetches and acknowledges `count` jobs in-process; Redis work per job.
   # Fetches and acknowledges `count` jobs in-process, one after the other as a worker thread does (an
   # acknowledgement rides with the next fetch); Redis work per job.
   def fetch_cost(name, count)
@@ -173,6 +162,10 @@ puts format("  %9s %9s %12s %12s %12s", "tenants", "waiting", "round trips", "Re
   (BenchSummary.figures[:fetch] ||= {})[[tenants, waiting]] = cost
   puts format("  %9d %9d %12.2f %12.2f %12.1f", tenants, waiting, cost[:round_trips], cost[:commands], cost[:server_us])
 end
+redis.flushdb
+require_relative "fair_time"
+FairTimeBench.print(FairTimeBench.run)
+Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fair bench_fair_slow bench_fetch] }
 redis.flushdb
 
 # A capped tenant (fair_tenant_concurrency limit 2) with a backlog, beside 2 uncapped tenants: 10 jobs in flight
@@ -273,4 +266,7 @@ redis.flushdb
 BenchSummary.figures[:longest] = LongestBench.run
 LongestBench.print(BenchSummary.figures[:longest])
 
+puts
+BenchSummary.figures[:floor] = FetchFloor.run
+FetchFloor.report(BenchSummary.figures[:floor])
 BenchSummary.print

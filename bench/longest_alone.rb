@@ -6,7 +6,6 @@
 #   LONGEST_NICE=-10 ...   # the redis-server at that priority (root only): less preempted on a busy machine
 $LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
 require "logger"
-require "json"
 require_relative "../spec/support/redis_server"
 
 server = RedisServer.new.start
@@ -25,23 +24,7 @@ class BenchFairJob
   sidekiq_options queue: "bench_fair"
 end
 
-# bench/fair.rb's helpers that bench/longest.rb uses.
-module FairBench
-  module_function
-
-  def redis = @redis ||= Redis.new(url: ENV.fetch("REDIS_URL"))
-
-  def fill(name, tenants, jobs)
-    payload = '{"class":"BenchFairJob","queue":"%s","args":[%d],"jid":"%d"}'
-    Sidekiq.redis do |conn|
-      (0...jobs).each_slice(1000) do |slice|
-        pairs = slice.map { |i| ["t#{i % tenants}", format(payload, name, i, i)] }
-        Sidekiq::FairTenant::FairQueues.push(conn, name, pairs)
-      end
-    end
-  end
-end
-
+require_relative "fair_fill"
 require_relative "longest"
 if (nice = ENV.fetch("LONGEST_NICE", nil))
   Process.setpriority(Process::PRIO_PROCESS, Integer(FairBench.redis.info("server")["process_id"]), Integer(nice))

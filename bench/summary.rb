@@ -13,7 +13,17 @@ module BenchSummary
 
   # [target, figure text, met?] rows.
   def rows
-    push_rows + drain_rows + server_rows + [capped_row, flat_row, housekeeping_row, longest_row]
+    push_rows + drain_rows + server_rows + [capped_row, flat_row, housekeeping_row, longest_row, floor_row]
+  end
+
+  # Not a target: what the least fair, reliable fetch in a Redis function costs against BRPOP (bench/fetch_floor.rb).
+  def floor_row
+    rows = figures[:floor] or return ["floor: a 5-command fair turn in a function vs BRPOP", nil, nil]
+    turn = rows.fetch(FetchFloor::FAIR_TURN)
+    base = rows.fetch(FetchFloor::BASE)
+    ["floor: a 5-command fair turn in a function vs BRPOP (bench/fetch_floor.rb)",
+     format("CPU %.2fx, server us %.1fx, calls/s %.2fx", turn[:cpu_us] / base[:cpu_us],
+            turn[:server_us] / base[:server_us], turn[:rate] / base[:rate]), :floor]
   end
 
   def push_rows
@@ -94,6 +104,7 @@ module BenchSummary
     puts "|#{"-" * 88}|#{"-" * 60}|#{"-" * 8}|"
     rows.each do |target, figure, met|
       verdict = if figure.nil? then ""
+                elsif met == :floor then "floor"
                 elsif met then "met"
                 else
                   "missed"

@@ -118,7 +118,7 @@ module Demo
   JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob,
            "fair_fetch" => FairFetchJob, "fair_fetch+elastic" => FairFetchElasticJob,
            "fair_fetch+static" => FairFetchStaticJob, "fair_fetch+rules" => RulesFairJob,
-           "fair_fetch+reroute" => RerouteFairJob }.freeze
+           "fair_fetch+reroute" => RerouteFairJob, "fair_fetch+time" => FairFetchJob }.freeze
 end
 
 Sidekiq.configure_server do |config|

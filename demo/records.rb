@@ -5,6 +5,7 @@ module Demo
   # "finished_at"): tenant classes, waits, the greedy tenants' total time, the most jobs a tenant ran at once.
   module Records
     GREEDY_PAIR = %w[greedy-a greedy-b].freeze
+    MIXED_PAIR = %w[greedy-slow greedy-fast].freeze
 
     module_function
 
@@ -20,6 +21,23 @@ module Demo
       records.group_by { |r| r["tenant"] }.values.map do |rs|
         Report.peak_concurrency(rs.map { |r| [r["started_at"], r["finished_at"]] })
       end.max
+    end
+
+    # { tenant => share of the worker time } of the mixed-durations pair over the jobs started while both were
+    # backlogged (from the later first enqueue to the earlier last start); nil if never.
+    def time_shares(records)
+      by_tenant = records.group_by { |r| r["tenant"] }.slice(*MIXED_PAIR)
+      return nil unless by_tenant.size == MIXED_PAIR.size
+
+      from, to = Report.backlog_window(by_tenant.values)
+      spent = by_tenant.transform_values { |rs| worker_time(rs, from, to) }
+      total = spent.values.sum
+      total.positive? ? spent.transform_values { |t| t / total } : nil
+    end
+
+    # Run time of the jobs started from `from` to `to`.
+    def worker_time(records, from, to)
+      records.select { |r| r["started_at"].between?(from, to) }.sum { |r| r["finished_at"] - r["started_at"] }
     end
 
     # [{ tenant => jobs/s }, Jain's index] of the greedy pair while both are backlogged; [nil, nil] if never.

@@ -27,12 +27,13 @@ module Demo
     # start), on `threads` non-preemptive threads, never idle while a job waits. Simulated by the extension
     # (Native::Fair.simulate, ext/fair_tenant_rs/src/demo/ideal.rs), which the caller has loaded. Returns copies of
     # the records with "started_at" and "finished_at" replaced by the simulated ones. fifo: all jobs as one
-    # tenant's, first in first out (plain Sidekiq without its overhead).
-    def ideal(records, threads, fifo: false)
+    # tenant's, first in first out (plain Sidekiq without its overhead). time: fair by worker time (a fair
+    # queue's `time` mode: each job charged its tenant's mean run time so far, corrected when it ends).
+    def ideal(records, threads, fifo: false, time: false)
       jobs = records.map do |r|
         [fifo ? "" : r["tenant"], r["enqueued_at"], [r["finished_at"] - r["started_at"], 0.0].max]
       end
-      starts = Sidekiq::FairTenant::Native::Fair.simulate(jobs, threads)
+      starts = Sidekiq::FairTenant::Native::Fair.simulate_by(jobs, threads, time)
       records.zip(jobs, starts).map do |r, (_, _, duration), start|
         r.merge("started_at" => start, "finished_at" => start + duration)
       end

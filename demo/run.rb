@@ -37,27 +37,37 @@ MODES = {
                         "minute, default_superslow past 5x), all three queues fair (weights 6/3/1): a fair queue's " \
                         "jobs are not re-routed unless a rule says from_fair_queue: true, so they stay in default",
   "fair_fetch+reroute" => "the same rules with from_fair_queue: true: the greedy tenant's jobs spread over the " \
-                          "three fair queues, and Sidekiq's queue weights pick the queue a thread tries first"
+                          "three fair queues, and Sidekiq's queue weights pick the queue a thread tries first",
+  "fair_fetch+time" => "fair fetch by worker time (fair_queues default:time): a tenant's virtual time advances by " \
+                       "its jobs' run time (its mean charged at the fetch, the measured time corrected at the " \
+                       "acknowledgement), not by their count"
 }.freeze
 MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch", "elastic" => "fair_fetch+elastic",
                  "static" => "fair_fetch+static", "rules" => "fair_fetch+rules",
-                 "reroute" => "fair_fetch+reroute" }.freeze
+                 "reroute" => "fair_fetch+reroute", "time" => "fair_fetch+time" }.freeze
 # Modes whose queues are fair queues; among them those whose job class has a cap (fair_tenant_concurrency), and
 # those whose job class has re-routing rules (their queues: Demo::RULE_QUEUES).
-FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static fair_fetch+rules fair_fetch+reroute].freeze
+FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static fair_fetch+rules fair_fetch+reroute
+                fair_fetch+time].freeze
+TIME_MODES = %w[fair_fetch+time].freeze
 RULE_MODES = %w[fair_fetch+rules fair_fetch+reroute].freeze
 CAP_MODES = %w[fair_fetch+elastic fair_fetch+static].freeze
 CAP_LIMIT_DEFAULT = 2
-SCENARIOS = %w[mega-merchant two-megas long-jobs].freeze
+SCENARIOS = %w[mega-merchant two-megas long-jobs mixed-durations].freeze
+MIXED = "mixed-durations"
+# mixed-durations: the fast greedy tenant's jobs are this much shorter, and it enqueues this many times more.
+MIXED_RATIO = 10
 
 options = { scenario: "mega-merchant", jobs: nil, threads: 10, job_ms: nil, small_tenants: 20, seed: 1,
-            slot_limit: nil, modes: MODES.keys, out: File.join(ROOT, "tmp/demo") }
+            slot_limit: nil, modes: nil, out: File.join(ROOT, "tmp/demo") }
 OptionParser.new do |o|
   o.banner = "Usage: bin/demo [options]"
   o.on("--scenario NAME", SCENARIOS, "#{SCENARIOS.join("|")} (default mega-merchant)") { |v| options[:scenario] = v }
-  o.on("--jobs N", Integer, "greedy jobs (default 3000; long-jobs: 300)") { |v| options[:jobs] = v }
+  o.on("--jobs N", Integer, "greedy jobs (default 3000; long-jobs: 300; mixed-durations: the slow greedy " \
+                            "tenant's, 150, and #{MIXED_RATIO}x as many for the fast one)") { |v| options[:jobs] = v }
   o.on("--threads N", Integer, "Sidekiq threads (default 10)") { |v| options[:threads] = v }
-  o.on("--job-ms MS", Float, "job length (default 20; long-jobs: 200)") { |v| options[:job_ms] = v }
+  o.on("--job-ms MS", Float, "job length (default 20; long-jobs: 200; mixed-durations: the slow greedy tenant's, " \
+                             "200, the others' #{MIXED_RATIO}x shorter)") { |v| options[:job_ms] = v }
   o.on("--small-tenants N", Integer, "small tenants, #{SMALL_JOBS_PER_TENANT} jobs each (default 20)") do |v|
     options[:small_tenants] = v
   end
@@ -66,7 +76,8 @@ OptionParser.new do |o|
                                   "fair_fetch+elastic and +static (default #{CAP_LIMIT_DEFAULT})") do |v|
     options[:slot_limit] = v
   end
-  o.on("--modes LIST", Array, "comma-separated, any of #{MODES.keys.join(",")} (default all; " \
+  o.on("--modes LIST", Array, "comma-separated, any of #{MODES.keys.join(",")} (default all but " \
+                              "fair_fetch+time; mixed-durations: plain,fair_fetch,fair_fetch+time; " \
                               "#{MODE_ALIASES.map { |short, mode| "#{short} = #{mode}" }.join(", ")})") do |v|
     options[:modes] = v.map { |m| MODE_ALIASES.fetch(m, m) }.uniq
   end
@@ -75,8 +86,10 @@ OptionParser.new do |o|
   o.separator "Modes:"
   MODES.each { |mode, text| o.separator format("    %-19s %s", mode, text) }
 end.parse!
-options[:jobs] ||= options[:scenario] == "long-jobs" ? 300 : 3000
-options[:job_ms] ||= options[:scenario] == "long-jobs" ? 200.0 : 20.0
+mixed = options[:scenario] == MIXED
+options[:jobs] ||= { "long-jobs" => 300, MIXED => 150 }.fetch(options[:scenario], 3000)
+options[:job_ms] ||= %w[long-jobs mixed-durations].include?(options[:scenario]) ? 200.0 : 20.0
+options[:modes] ||= mixed ? %w[plain fair_fetch fair_fetch+time] : MODES.keys - TIME_MODES
 options[:cap_limit] = options[:slot_limit] || CAP_LIMIT_DEFAULT
 options[:slot_limit] ||= [options[:threads] - 1, 1].max
 unknown = options[:modes] - MODES.keys
@@ -115,6 +128,7 @@ def schedule(opts)
   small.shuffle!(random: rng)
   n = opts[:jobs]
   return long_jobs_schedule(opts, small, rng) if opts[:scenario] == "long-jobs"
+  return mixed_schedule(opts, small) if opts[:scenario] == MIXED
 
   # Half a second after the greedy burst, or sooner when the burst's backlog is shorter than 2 s.
   late = [0.5, n * opts[:job_ms] / 1000.0 / opts[:threads] / 4].min
@@ -134,15 +148,24 @@ def long_jobs_schedule(opts, small, rng)
   [[Array.new(opts[:jobs]) { |i| [i / rate, "greedy"] }, trickle]]
 end
 
+# Two greedy tenants backlogged at once, one with jobs MIXED_RATIO times shorter (and as many times more of
+# them); small tenants' jobs as short, a second later. Entries carry their job's length (ms).
+def mixed_schedule(opts, small)
+  fast = opts[:job_ms] / MIXED_RATIO
+  greedy = [Array.new(opts[:jobs]) { [0.0, "greedy-slow", opts[:job_ms]] },
+            Array.new(opts[:jobs] * MIXED_RATIO) { [0.0, "greedy-fast", fast] }]
+  [greedy, [small.map { |t| [1.0, t, fast] }]]
+end
+
 def enqueue(job_class, phases, job_ms)
   phases.each do |streams|
     t0 = now
     streams.map do |stream|
       Thread.new do
-        stream.each do |offset, tenant|
+        stream.each do |offset, tenant, ms|
           delay = t0 + offset - now
           sleep(delay) if delay.positive?
-          job_class.set(fair_tenant: tenant).perform_async(tenant, now, job_ms)
+          job_class.set(fair_tenant: tenant).perform_async(tenant, now, ms || job_ms)
         end
       end
     end.each(&:join)
@@ -159,6 +182,8 @@ end
 # slot into it) and in that mode's Sidekiq (which then fetches with FairFetch).
 def fair_queues(mode)
   return Demo::RULE_QUEUES.keys if RULE_MODES.include?(mode)
+
+  return ["default:#{Sidekiq::FairTenant::Native::Names::FAIR_MODE_TIME}"] if TIME_MODES.include?(mode)
 
   FAIR_MODES.include?(mode) ? %w[default] : []
 end
@@ -240,7 +265,8 @@ def run_mode(mode, opts)
   total = phases.flatten(1).sum(&:size)
   warn "== #{mode}: #{total} jobs"
   enqueue(Demo::JOBS.fetch(mode), phases, opts[:job_ms])
-  wait_for(total, 60 + (3.0 * total * opts[:job_ms] / 1000 / opts[:threads]))
+  work = phases.flatten(1).sum { |stream| stream.sum { |_, _, ms| ms || opts[:job_ms] } }
+  wait_for(total, 60 + (3.0 * work / 1000 / opts[:threads]))
   records = redis.lrange(Demo::RECORDS_KEY, 0, -1).map { |r| JSON.parse(r) }
   File.write(File.join(opts[:out], "records-#{mode}.json"), JSON.generate(records)) # for a closer look
   stop_process_group(pid)
@@ -274,10 +300,17 @@ rescue Interrupt
 ensure
   stop_sidekiqs
 end
-results.transform_values! { |records| [records, Demo::Report.ideal(records, options[:threads])] }
+results = results.to_h do |mode, records|
+  [mode, [records, Demo::Report.ideal(records, options[:threads], time: TIME_MODES.include?(mode))]]
+end
 
 o = options
 puts "Sidekiq #{$sidekiq_version} server processes, Ruby #{RUBY_VERSION}" # rubocop:disable Style/GlobalVars
+if mixed
+  puts format("mixed-durations: greedy-slow %d jobs of %g ms and greedy-fast %d of %g ms, both at once; small " \
+              "tenants' jobs %g ms, a second later", o[:jobs], o[:job_ms], o[:jobs] * MIXED_RATIO,
+              o[:job_ms] / MIXED_RATIO, o[:job_ms] / MIXED_RATIO)
+end
 puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs, %d threads, seed %d, " \
             "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds), " \
             "fair_fetch+elastic/+static cap %d per tenant",
@@ -290,7 +323,7 @@ if (RULE_MODES & results.keys).any?
               Demo::THROTTLE_THRESHOLD, Demo::SUPERSLOW_THRESHOLD)
 end
 puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES,
-                                caps: caps, rule_modes: RULE_MODES).lines
+                                caps: caps, rule_modes: RULE_MODES, mixed: mixed).lines
 $boot_lines.each do |mode, lines| # rubocop:disable Style/GlobalVars
   lines.each { |line| puts "sidekiq log (#{mode}): #{line}" }
 end

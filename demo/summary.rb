@@ -16,7 +16,8 @@ module Demo
     # results: { mode => [measured records, ideal records] }; modes: { mode => description }; caps: { mode =>
     # running jobs per tenant } of the capped fair_fetch modes; rule_modes: the modes whose jobs have re-routing
     # rules (their records name the queue each job ran from).
-    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: []) # rubocop:disable Metrics/ParameterLists
+    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: [], mixed: false) # rubocop:disable Metrics/ParameterLists
+      @mixed = mixed
       @results = results
       @threads = threads
       @two_megas = two_megas
@@ -24,10 +25,20 @@ module Demo
       @caps = caps
       @rule_modes = rule_modes
       @plain_greedy = results["plain"] && greedy_total(results["plain"].first)
-      @targets = Targets.new(results, threads: threads, two_megas: two_megas, caps: caps, rule_modes: rule_modes)
+      @targets = Targets.new(results, threads: threads, two_megas: two_megas, caps: caps, rule_modes: rule_modes,
+                                      mixed: mixed)
     end
 
     def lines
+      out = header_lines
+      @results.each { |mode, (records, ideal)| out.concat(mode_lines(mode, records, ideal)) }
+      targeted = %w[fair_fetch fair_fetch+time] + (@caps.keys & @results.keys) + @rule_modes
+      out.concat((targeted & @results.keys).map { |mode| @targets.line(mode) })
+    end
+
+    private
+
+    def header_lines
       out = @results.keys.map { |mode| format("mode %-18s %s", mode, @modes.fetch(mode)) }
       out << format("ideal: each mode's own jobs (enqueue times, measured durations) in start-time fair order " \
                     "(weights 1) on %d non-preemptive threads, never idle while a job waits: simulated", @threads)
@@ -36,20 +47,19 @@ module Demo
         out << "ideal of #{capped.join(", ")}: the same, uncapped (a cap is not simulated): no tenant is held " \
                "back while a thread is free"
       end
-      @results.each { |mode, (records, ideal)| out.concat(mode_lines(mode, records, ideal)) }
-      out << @targets.line("fair_fetch") if @results.key?("fair_fetch")
-      out.concat(capped.map { |mode| @targets.line(mode) })
-      out.concat((@rule_modes & @results.keys).map { |mode| @targets.line(mode) })
+      if @results.key?(Targets::TIME)
+        out << "ideal of #{Targets::TIME}: the same, fair by worker time (each job charged its tenant's mean run " \
+               "time so far, corrected by its duration when it ends)"
+      end
       out
     end
-
-    private
 
     def mode_lines(mode, records, ideal)
       out = %w[small greedy].flat_map { |klass| class_lines(mode, klass, records, ideal) }
       out << totals_line(mode, records)
       out << greedy_line(mode, records, ideal)
       out << jain_line(mode, records, ideal) if @two_megas
+      out << shares_line(mode, records, ideal) if @mixed
       out << queues_line(mode, records) if @rule_modes.include?(mode)
       out
     end
@@ -101,6 +111,17 @@ module Demo
       format("%-18s greedy-a %.0f jobs/s, greedy-b %.0f jobs/s while both backlogged: Jain's index %.3f " \
              "(ideal %s)", mode, throughputs["greedy-a"], throughputs["greedy-b"], index,
              best ? format("%.3f", best) : "-")
+    end
+
+    # The mixed-durations pair's shares of the worker time while both were backlogged, measured and ideal.
+    def shares_line(mode, records, ideal)
+      shares = ->(rs) { time_shares(rs)&.values_at(*MIXED_PAIR)&.map { |v| format("%.0f%%", 100 * v) } }
+      measured = shares.call(records)
+      return format("%-18s worker time: the greedy tenants were never backlogged together", mode) unless measured
+
+      best = shares.call(ideal) || %w[- -]
+      format("%-18s worker time while both backlogged: greedy-slow %s, greedy-fast %s (ideal %s, %s)", mode,
+             *measured, *best)
     end
 
     def fmt(seconds) = seconds.nil? ? "-" : format("%.3fs", seconds)

@@ -19,11 +19,14 @@ module Demo
     JAIN_TARGET = 0.95
     STATIC = "fair_fetch+static"
     REROUTE = "fair_fetch+reroute"
+    TIME = "fair_fetch+time"
+    SHARE_TARGET = (0.45..0.55)
     NO_TARGET = [STATIC, REROUTE].freeze
 
     # results: { mode => [measured records, ideal records] }; caps: { mode => running jobs per tenant };
     # rule_modes: the modes whose jobs have re-routing rules from their fair queue "default".
-    def initialize(results, threads:, two_megas:, caps:, rule_modes: [])
+    def initialize(results, threads:, two_megas:, caps:, rule_modes: [], mixed: false) # rubocop:disable Metrics/ParameterLists
+      @mixed = mixed
       @results = results
       @threads = threads
       @two_megas = two_megas
@@ -42,6 +45,7 @@ module Demo
                       target && SMALL_P95_TARGET)
       checks << greedy_check(records, ideal, target && GREEDY_TOTAL_TARGET)
       checks << jain_check(records, mode != REROUTE) if @two_megas
+      checks << shares_check(records, mode == TIME) if @mixed
       checks.concat(cap_checks(mode, records)) if @caps.key?(mode)
       "#{mode} targets: #{checks.join("; ")}"
     end
@@ -96,6 +100,19 @@ module Demo
 
       measured.sub(/\)\z/, format("; simulated on its own jobs, SFQ / FIFO: %<ratio>.2fx)",
                                   ratio: greedy_total(ideal) / fifo))
+    end
+
+    # The mixed-durations pair's shares of the worker time: near even by worker time, not by job count.
+    def shares_check(records, target)
+      shares = time_shares(records)
+      return "worker time shares - (never backlogged together)" unless shares
+
+      slow, fast = shares.values_at(*MIXED_PAIR).map { |v| (100 * v).round }
+      text = "worker time greedy-slow #{slow}% / greedy-fast #{fast}%"
+      return "#{text} (no target)" unless target
+
+      verdict = shares.values.all? { |v| SHARE_TARGET.cover?(v) } ? "met" : "missed"
+      "#{text} (each 45-55%: #{verdict})"
     end
 
     def jain_check(records, target)

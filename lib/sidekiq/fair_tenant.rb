@@ -14,6 +14,7 @@ require_relative "fair_tenant/settings/redis_settings"
 require_relative "fair_tenant/settings/tls_settings"
 require_relative "fair_tenant/settings/sentinel_settings"
 require_relative "fair_tenant/fair_queues/job_bytes"
+require_relative "fair_tenant/fair_queues/fair_settings"
 require_relative "fair_tenant/fair_queues/fair_queues"
 require_relative "fair_tenant/config"
 require_relative "fair_tenant/settings/sidekiq_redis_given"
@@ -55,6 +56,7 @@ require_relative "fair_tenant/fair_queues/fair_backlog"
 require_relative "fair_tenant/fair_queues/fair_visibility"
 require_relative "fair_tenant/fair_queues/weights"
 require_relative "fair_tenant/fair_queues/fair_stats"
+require_relative "fair_tenant/fair_queues/fair_why"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -146,6 +148,11 @@ module Sidekiq
       # What fair queues hold right now (see FairStats).
       def fair_stats
         @fair_stats ||= FairStats.new
+      end
+
+      # Where a job stands and what holds it, by its jid (see FairWhy).
+      def why(jid)
+        FairWhy.new.call(jid)
       end
 
       # Runtime weights of tenants in fair queues (see Weights).

@@ -82,6 +82,28 @@ RSpec.describe "sidekiq-fair_tenant command" do
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
+  it "says why a job still waits: its tenant's jobs ahead, the cap that holds it and its holders" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    _fetch, units = CappedFair.build
+    holder = JSON.parse(units.first.job)["jid"]
+    jid = ShownStaticCapJob.perform_async("static", 2)
+
+    out, err, status = cli("why", jid)
+    expect(status.exitstatus).to eq(0), err
+    lines = out.lines(chomp: true)
+    expect(lines[0..2]).to eq(["#{jid} waits in fair queue fair, tenant static",
+                               "1 of static's 2 waiting job(s) are ahead of it",
+                               "static is out of the rotation until its next job's concurrency scope has room"])
+    expect(lines[3]).to match(%r{\Aheld by tenant static queue fair: running 1/1; holders: #{holder} \(lease [\d.]+s})
+    expect(cli("why", holder)[0]).to match(/\A#{holder} is running in process \S+ \(queue fair, tenant static\)\n\z/)
+    json = JSON.parse(cli("why", jid, "--json")[0])
+    expect(json).to include("state" => "waiting", "tenant" => "static", "place" => "capped", "ahead_in_tenant" => 1)
+    expect(cli("why", "gone")[0]).to match(/\Agone was not found waiting, running/)
+    expect(cli("why")[1]).to match(/why needs a JID/)
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
   it "prints a class's tenants and the greediest ones" do
     5.times { ThrottledJob.perform_async(1) }
     ThrottledJob.perform_async(2)

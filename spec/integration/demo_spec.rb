@@ -207,4 +207,32 @@ RSpec.describe "bin/demo" do
       expect(stdout).not_to match(/^fair_fetch targets/)
     end
   end
+
+  it "runs mixed-durations: plain, by job count and by worker time, each against its ideal (the same rule)" do
+    Dir.mktmpdir("fair-tenant-demo") do |out|
+      root = File.expand_path("../..", __dir__)
+      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
+      cmd = [File.join(root, "bin/demo"), "--scenario", "mixed-durations", "--jobs", "20", "--job-ms", "50",
+             "--small-tenants", "3", "--threads", "4", "--out", out]
+      stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
+      expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
+
+      expect(stdout).to include("mixed-durations: greedy-slow 20 jobs of 50 ms and greedy-fast 200 of 5 ms")
+      expect(stdout).to match(/^ideal of fair_fetch\+time: the same, fair by worker time/)
+      share = /greedy-slow \d+%, greedy-fast \d+% \(ideal \d+%, \d+%\)/
+      %w[plain fair_fetch fair_fetch+time].each do |mode|
+        expect(stdout).to match(/^mode #{Regexp.escape(mode)} +\S/)
+        expect(stdout).to match(/^#{Regexp.escape(mode)} +worker time while both backlogged: #{share}$/)
+      end
+      shares = %r{worker time greedy-slow \d+% / greedy-fast \d+%}
+      expect(stdout).to match(/^fair_fetch targets: .*; #{shares} \(no target\)$/)
+      small = %r{small p95 / ideal \d+\.\d+x \(<= 1\.20x: (met|missed)\)}
+      time = /#{shares} \(each 45-55%: (met|missed)\)/
+      expect(stdout).to match(/^fair_fetch\+time targets: #{small}; greedy total .*; #{time}$/)
+      expect(stderr.scan(%r{\] 229/229 jobs}).size).to eq(3)
+      records = JSON.parse(File.read(File.join(out, "records-fair_fetch+time.json")))
+      expect(records.map { |r| r["tenant"] }.tally.values_at("greedy-slow", "greedy-fast")).to eq([20, 200])
+      expect(File.read(File.join(out, "sidekiq-fair_fetch+time.log"))).not_to match(/error/i)
+    end
+  end
 end

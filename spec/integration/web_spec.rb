@@ -121,6 +121,27 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
       expect(browser.find("#fair-tenant-capped-fair")).to have_css("tr", text: lifted)
     end
 
+    it "says why a job still waits, asked by jid through the form" do
+      _fetch, units = CappedFair.build
+      holder = JSON.parse(units.first.job)["jid"]
+      jid = ShownStaticCapJob.perform_async("<i>static</i>", 0)
+      ShownStaticCapJob.perform_async("<i>static</i>", 1)
+      waiting = ShownStaticCapJob.perform_async("static", 2)
+
+      browser.visit("/fair_tenant")
+      browser.fill_in("ft-why-jid", with: waiting)
+      browser.click_button("Why?")
+      lines = browser.find("#fair-tenant-why").all("li").map(&:text)
+      expect(lines[0..2]).to eq(["#{waiting} waits in fair queue fair, tenant static",
+                                 "1 of static's 2 waiting job(s) are ahead of it",
+                                 "static is out of the rotation until its next job's concurrency scope has room"])
+      expect(lines[3]).to start_with("held by tenant static queue fair: running 1/1; holders: #{holder}")
+
+      browser.visit("/fair_tenant/why?jid=#{jid}")
+      expect(browser.find("#fair-tenant-why")).to have_text("tenant <i>static</i>")
+      expect(browser.find("#fair-tenant-why")).to have_no_css("i")
+    end
+
     it "escapes tenant names in the capped tenants table" do
       2.times { |i| ShownStaticCapJob.perform_async("<b>bold</b>", i) }
       Sidekiq::FairTenant::FairFetch.new(queues: %w[fair]).retrieve_work

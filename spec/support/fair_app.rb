@@ -31,6 +31,8 @@ Sidekiq.configure_server do |config|
   end
   # FAIR_APP_PLAIN=1: no fair queues, so the process runs Sidekiq's own BasicFetch.
   fair_queues = ENV["FAIR_APP_CAPSULE"] ? %w[fair fair2] : %w[fair]
+  # FAIR_APP_MODE=time: `fair` shares its workers by worker time.
+  fair_queues = [{ "fair" => ENV["FAIR_APP_MODE"] }] if ENV["FAIR_APP_MODE"]
   Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : fair_queues }
 end
 

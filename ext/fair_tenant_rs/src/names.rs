@@ -118,6 +118,29 @@ pub const RECOVER_BATCH: u64 = 50;
 /// after the next fetch instead of an argument of the fetch script: a string crossing into Lua costs Redis
 /// about 1.25 ns a byte (250 us at 200 KB), a plain command a few microseconds and the fetcher a round trip.
 pub const INLINE_ACK_MAX_BYTES: u64 = 16384;
+/// How a fair queue shares its workers: by job count (the default) or by worker time (`queue:time`).
+pub const FAIR_MODE_JOBS: &str = "jobs";
+pub const FAIR_MODE_TIME: &str = "time";
+/// Between a queue's name and its mode in the environment form (`default,imports:time`).
+pub const FAIR_MODE_SEPARATOR: &str = ":";
+/// A fair queue's hash of its tenants' recent mean run times (ms), under `time`.
+pub const RUNTIMES: &str = "rt";
+/// The field of a fair queue's state hash holding the recent mean run time (ms) of all its tenants.
+pub const STATE_MEAN: &str = "mean";
+/// What a job of a `time` queue is charged when served (its tenant's mean), and what a measured run time
+/// counts, bounded by these (ms); a tenant with no history is charged the queue's mean, or the default.
+pub const TIME_FLOOR_MS: u64 = 1;
+pub const TIME_CAP_MS: u64 = 60_000;
+pub const TIME_DEFAULT_MS: u64 = 1_000;
+/// The means move by 1/TIME_EWMA_DIVISOR of the way to each run time measured (an EWMA).
+pub const TIME_EWMA_DIVISOR: u64 = 5;
+/// Most waiting jobs one call of the find script reads looking for a jid (`why`), and most bytes of them.
+pub const FIND_BATCH: u64 = 1000;
+pub const FIND_BYTES: u64 = 1_000_000;
+/// `why`: a tenant's share is computed while at most this many tenants are ready (one weight read each).
+pub const WHY_SHARE_MAX: u64 = 1000;
+/// `why`: most holders of a concurrency scope listed.
+pub const WHY_HOLDERS: u64 = 10;
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Value {
@@ -241,6 +264,19 @@ pub const NAMES: &[Name] = &[
         INLINE_ACK_MAX_BYTES,
         &["16384", "16_384"],
     ),
+    s("FAIR_MODE_JOBS", FAIR_MODE_JOBS, Literal),
+    s("FAIR_MODE_TIME", FAIR_MODE_TIME, Literal),
+    s("FAIR_MODE_SEPARATOR", FAIR_MODE_SEPARATOR, Literal),
+    s("RUNTIMES", RUNTIMES, Lua),
+    s("STATE_MEAN", STATE_MEAN, Lua),
+    n("TIME_FLOOR_MS", TIME_FLOOR_MS, &[]),
+    n("TIME_CAP_MS", TIME_CAP_MS, &[]),
+    n("TIME_DEFAULT_MS", TIME_DEFAULT_MS, &[]),
+    n("TIME_EWMA_DIVISOR", TIME_EWMA_DIVISOR, &[]),
+    n("FIND_BATCH", FIND_BATCH, &[]),
+    n("FIND_BYTES", FIND_BYTES, &[]),
+    n("WHY_SHARE_MAX", WHY_SHARE_MAX, &[]),
+    n("WHY_HOLDERS", WHY_HOLDERS, &[]),
 ];
 
 /// A script's final text: the prelude of the `K_<NAME>` constants its parts use, then the parts (a script

@@ -6,6 +6,7 @@ require "sidekiq/fair_tenant"
 require "sidekiq/fair_tenant/cli/cli_format"
 require "sidekiq/fair_tenant/cli/cli_limits"
 require "sidekiq/fair_tenant/cli/cli_weights"
+require "sidekiq/fair_tenant/cli/why_text"
 
 module Sidekiq
   module FairTenant
@@ -81,14 +82,14 @@ module Sidekiq
         argv.replace(["help"])
       end
 
+      COMMANDS = { "stats" => :stats, "limits" => :limits, "weights" => :weights, "fair-off" => :fair_off,
+                   "why" => :why }.freeze
+
       def dispatch(command, argv)
         case command
         when "help" then nil
-        when "stats" then stats(argv)
-        when "limits" then limits(argv)
-        when "weights" then weights(argv)
-        when "fair-off" then fair_off(argv)
         when "queues" then @out.print(QueueConfig.yaml)
+        when *COMMANDS.keys then send(COMMANDS[command], argv)
         else raise UsageError, "unknown command #{command.inspect}"
         end
       end

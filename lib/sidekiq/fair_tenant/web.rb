@@ -2,6 +2,7 @@
 
 require "sidekiq/web"
 require "sidekiq/fair_tenant"
+require "sidekiq/fair_tenant/cli/why_text"
 
 module Sidekiq
   module FairTenant
@@ -10,7 +11,7 @@ module Sidekiq
     # queue, last re-route), fair queues (backlog, in flight, per tenant: waiting jobs, oldest wait,
     # weight, running/limit; capped tenants: running/limit, static or elastic, in force or lifted),
     # concurrency scopes, runtime limits and weights, with forms (CSRF protected by Sidekiq::Web) to set
-    # and delete limits and weights.
+    # and delete limits and weights, and one that asks why a job (by jid) still waits (FairTenant.why).
     module Web
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
@@ -41,7 +42,8 @@ module Sidekiq
           "tenant #{ft_text(scope[:tenant])}, queue #{ft_text(scope[:queue])}"
         end
 
-        def ft_render(error: nil, notice: nil)
+        def ft_render(error: nil, notice: nil, why: nil)
+          @ft_why = why && WhyText.lines(FairTenant.why(why))
           @ft_error = error
           @ft_notice = notice || ft_param(:notice)
           @ft_classes = JobClasses.routed
@@ -76,6 +78,7 @@ module Sidekiq
         register_weights(app)
 
         app.get("/fair_tenant") { ft_render }
+        app.get("/fair_tenant/why") { ft_render(why: ft_param(:jid)) }
 
         app.post("/fair_tenant/limits") do
           handed = FairTenant.limits.set(ft_param(:limit), **ft_limit_target)

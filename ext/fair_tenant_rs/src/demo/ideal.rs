@@ -20,9 +20,22 @@ impl Ord for At {
     }
 }
 
+/// A running job: its end, index, its tenant's activation and its charge (ms, as bits), earliest end first.
+type Running = (At, usize, u64, Option<u64>);
+
 /// Start times of `jobs` (tenant, arrival, duration), in the order given, when `threads` threads serve
 /// them in SFQ order. Jobs arriving at the same instant join in the order given.
 pub fn simulate<T: AsRef<str>>(jobs: &[(T, f64, f64)], threads: usize) -> Result<Vec<f64>, String> {
+    simulate_by(jobs, threads, false)
+}
+
+/// [`simulate`], fair by worker time when `time` (a fair queue's `time` mode, `lua/fair/time.lua`): a job
+/// served is charged its tenant's mean run time so far, corrected by its duration when it ends.
+pub fn simulate_by<T: AsRef<str>>(
+    jobs: &[(T, f64, f64)],
+    threads: usize,
+    time: bool,
+) -> Result<Vec<f64>, String> {
     if threads == 0 {
         return Err("threads must be at least 1".into());
     }
@@ -39,9 +52,9 @@ pub fn simulate<T: AsRef<str>>(jobs: &[(T, f64, f64)], threads: usize) -> Result
     arrivals.sort_by(|&a, &b| jobs[a].1.total_cmp(&jobs[b].1).then(a.cmp(&b)));
     let mut arrivals = arrivals.into_iter().peekable();
 
-    let mut sfq = Sfq::new();
+    let mut sfq = if time { Sfq::by_time() } else { Sfq::new() };
     let mut starts = vec![f64::NAN; jobs.len()];
-    let mut running: BinaryHeap<Reverse<At>> = BinaryHeap::with_capacity(threads);
+    let mut running: BinaryHeap<Reverse<Running>> = BinaryHeap::with_capacity(threads);
     let mut now = match arrivals.peek() {
         Some(&first) => jobs[first].1,
         None => return Ok(starts),
@@ -54,17 +67,29 @@ pub fn simulate<T: AsRef<str>>(jobs: &[(T, f64, f64)], threads: usize) -> Result
             sfq.push(jobs[i].0.as_ref(), i as u64);
             arrivals.next();
         }
-        while running.peek().is_some_and(|Reverse(At(end))| *end <= now) {
-            running.pop();
+        while running
+            .peek()
+            .is_some_and(|Reverse((At(end), ..))| *end <= now)
+        {
+            let Some(Reverse((_, i, seq, charged))) = running.pop() else {
+                break;
+            };
+            if let Some(charged) = charged {
+                let ran = jobs[i].2 * 1000.0;
+                sfq.charge_back(jobs[i].0.as_ref(), seq, f64::from_bits(charged), ran);
+            }
         }
         while running.len() < threads {
-            let Some((_, job)) = sfq.pop() else { break };
+            let Some((_, job, seq, charged)) = sfq.pop_charged() else {
+                break;
+            };
             let i = job as usize;
             starts[i] = now;
-            running.push(Reverse(At(now + jobs[i].2)));
+            let charged = charged.map(f64::to_bits);
+            running.push(Reverse((At(now + jobs[i].2), i, seq, charged)));
         }
         let next_arrival = arrivals.peek().map(|&i| jobs[i].1);
-        let next_end = running.peek().map(|Reverse(At(end))| *end);
+        let next_end = running.peek().map(|Reverse((At(end), ..))| *end);
         now = match (next_arrival, next_end) {
             (Some(a), Some(e)) => a.min(e),
             (Some(a), None) => a,
@@ -211,6 +236,24 @@ mod tests {
             .fold(0.0, f64::max);
         // 40 small jobs of 13 tenants, at most 4 each, ~1 round per 10 threads of ≤ 40 ms jobs.
         assert!(worst_small < 0.25, "{worst_small}");
+    }
+
+    #[test]
+    fn by_time_two_backlogged_tenants_share_the_threads_time_not_their_job_counts() {
+        let mut jobs = vec![("slow", 0.0, 0.2); 400];
+        jobs.extend(vec![("fast", 0.0, 0.02); 4000]);
+        for (time, low, high) in [(true, 0.45, 0.55), (false, 0.85, 0.95)] {
+            let starts = simulate_by(&jobs, 10, time).unwrap();
+            // Worker time per tenant over the first 5 s, both backlogged throughout.
+            let spent = |tenant: &str| -> f64 {
+                (jobs.iter().zip(&starts))
+                    .filter(|((t, _, _), s)| *t == tenant && **s < 5.0)
+                    .map(|((_, _, d), _)| d)
+                    .sum()
+            };
+            let share = spent("slow") / (spent("slow") + spent("fast"));
+            assert!((low..=high).contains(&share), "time {time}: slow {share}");
+        }
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub struct CappedSfq {
     waits: HashMap<String, (String, Wait)>,
     /// Jobs served and not yet finished or requeued, and their tenants.
     inflight: HashMap<u64, String>,
+    /// Under `time`: per job in flight, its tenant's activation when served and its charge (ms).
+    charges: HashMap<u64, (u64, f64)>,
     limits: HashMap<String, usize>,
     /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
     /// while it had none: the Lua's sweep registration): what a deleted runtime limit wakes by.
@@ -113,6 +115,19 @@ pub struct CappedSfq {
 impl CappedSfq {
     pub fn new() -> CappedSfq {
         CappedSfq::default()
+    }
+
+    /// A queue fair by worker time (`lua/fair/time.lua`).
+    pub fn by_time() -> CappedSfq {
+        CappedSfq {
+            sfq: Sfq::by_time(),
+            ..CappedSfq::default()
+        }
+    }
+
+    /// The charge (ms) of a job in flight of a queue fair by worker time.
+    pub fn charge_of(&self, job: u64) -> Option<f64> {
+        self.charges.get(&job).map(|c| c.1)
     }
 
     /// A tenant's weight; 0 pauses it (met at the head, it leaves the rotation), above 0 resumes it.
@@ -143,6 +158,9 @@ impl CappedSfq {
                 _ => at.0 .0.max(self.sfq.v),
             };
             if let Some(job) = self.turn(tier, at, &tenant, start) {
+                if let Some(charged) = self.sfq.charged {
+                    self.charges.insert(job, (at.1, charged));
+                }
                 self.inflight.insert(job, tenant.clone());
                 return Some((tenant, job));
             }
@@ -152,8 +170,64 @@ impl CappedSfq {
     /// A served job is done (acknowledged): its slot is given back and waiting tenants are woken.
     /// Idempotent.
     pub fn finish(&mut self, job: u64) {
-        if self.inflight.remove(&job).is_some() {
-            self.release(job);
+        self.finish_timed(job, None);
+    }
+
+    /// A served job is done after running `ran` ms (under `time`: its charge is corrected first, so a
+    /// tenant its release wakes has its tag), then as [`CappedSfq::finish`].
+    pub fn finish_timed(&mut self, job: u64, ran: Option<f64>) {
+        let Some(tenant) = self.inflight.remove(&job) else {
+            return;
+        };
+        if let (Some((seq, charged)), Some(ran)) = (self.charges.remove(&job), ran) {
+            self.charge_back(&tenant, seq, charged, ran);
+        }
+        self.release(job);
+    }
+
+    /// Jobs acknowledged together by a fetch (`lua/fair/fetch.lua`): every charge is corrected (by each
+    /// run time, under `time`) before any slot is released, then each as [`CappedSfq::finish`].
+    pub fn finish_together(&mut self, done: &[(u64, Option<f64>)]) {
+        for &(job, ran) in done {
+            if let (Some(tenant), Some(ran)) = (self.inflight.get(&job).cloned(), ran) {
+                if let Some((seq, charged)) = self.charges.remove(&job) {
+                    self.charge_back(&tenant, seq, charged, ran);
+                }
+            }
+        }
+        for &(job, _) in done {
+            self.finish(job);
+        }
+    }
+
+    /// The correction of a charge (`lua/fair/serve.lua`'s charge_back): the means learn the run time; the
+    /// tenant's tag, where it is under the activation it was served at (ready, over or capped, with its
+    /// waiting entry; rated; or its finish tag when idle), moves by (ran - charged) / 1000 / weight, never below V
+    /// by a refund. Met nowhere (paused, back from idle under a new activation, pruned), nothing moves.
+    fn charge_back(&mut self, tenant: &str, seq: u64, charged: f64, ran: f64) {
+        let Some(delta) = self.sfq.charge_back(tenant, seq, charged, ran) else {
+            return;
+        };
+        for tier in [Tier::Over, Tier::Capped] {
+            let found = (self.tier(tier).iter())
+                .find(|(at, t)| at.1 == seq && t.as_str() == tenant)
+                .map(|(&at, _)| at);
+            let Some(at) = found else { continue };
+            let new = Tag(self.sfq.moved(at.0 .0, delta));
+            self.tier(tier).remove(&at);
+            self.tier(tier).insert((new, seq), tenant.to_string());
+            if let Some((scope, (tag, to, s))) = self.waits.get(tenant).cloned() {
+                if let Some(waiting) = self.waiting.get_mut(&scope) {
+                    if waiting.remove(&(tag, to, s)).is_some() {
+                        waiting.insert((new, to, s), tenant.to_string());
+                        self.waits.insert(tenant.to_string(), (scope, (new, to, s)));
+                    }
+                }
+            }
+            return;
+        }
+        if let Some((_, (tag, _))) = self.rated.get_mut(tenant).filter(|r| r.1 .1 == seq) {
+            *tag = Tag(self.sfq.moved(tag.0, delta));
         }
     }
 
@@ -1133,5 +1207,97 @@ mod tests {
         assert_eq!(q.capped(), ["x"]);
         q.finish(1);
         assert_eq!(q.pop(), Some(("x".into(), 3)));
+    }
+
+    /// `threads` workers over a queue fair by worker time: each free worker pops, jobs end when their run
+    /// time is up (ms, by tenant), earliest first, acknowledged with it. Returns worker time by tenant.
+    fn worker_time(
+        q: &mut CappedSfq,
+        threads: usize,
+        jobs: usize,
+        run: &[(&str, f64)],
+    ) -> HashMap<String, f64> {
+        let ms = |t: &str| run.iter().find(|r| r.0 == t).unwrap().1;
+        let (mut now, mut busy, mut spent) =
+            (0.0, Vec::<(f64, u64, String)>::new(), HashMap::new());
+        for _ in 0..jobs {
+            while busy.len() < threads {
+                let Some((tenant, job)) = q.pop() else { break };
+                busy.push((now + ms(&tenant), job, tenant));
+            }
+            busy.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (end, job, tenant) = busy.remove(0);
+            now = end;
+            q.finish_timed(job, Some(ms(&tenant)));
+            *spent.entry(tenant.clone()).or_insert(0.0) += ms(&tenant);
+        }
+        spent
+    }
+
+    #[test]
+    fn by_time_backlogged_tenants_share_worker_time_not_job_counts() {
+        let mut q = CappedSfq::by_time();
+        for j in 0..20_000 {
+            q.push(if j % 2 == 0 { "slow" } else { "fast" }, j, None);
+        }
+        let spent = worker_time(&mut q, 10, 5_000, &[("slow", 200.0), ("fast", 20.0)]);
+        let share = spent["slow"] / (spent["slow"] + spent["fast"]);
+        assert!(
+            (0.45..=0.55).contains(&share),
+            "slow's share of worker time {share}"
+        );
+    }
+
+    #[test]
+    fn by_job_count_the_slow_tenant_holds_most_of_the_worker_time() {
+        let mut q = CappedSfq::new();
+        for j in 0..20_000 {
+            q.push(if j % 2 == 0 { "slow" } else { "fast" }, j, None);
+        }
+        let spent = worker_time(&mut q, 10, 5_000, &[("slow", 200.0), ("fast", 20.0)]);
+        let share = spent["slow"] / (spent["slow"] + spent["fast"]);
+        assert!(share > 0.85, "slow's share of worker time {share}");
+    }
+
+    #[test]
+    fn a_refund_never_puts_a_tag_below_v_no_banked_credit() {
+        let mut q = CappedSfq::by_time();
+        for j in 0..100 {
+            q.push("busy", j, None);
+        }
+        for j in 1000..1003 {
+            q.push("short", j, None);
+        }
+        let served: Vec<_> = (0..4).filter_map(|_| q.pop()).collect();
+        assert_eq!(
+            served.iter().filter(|s| s.0 == "short").count(),
+            2,
+            "{served:?}"
+        );
+        for (tenant, job) in &served {
+            // short's jobs ran under the floor, each charged 1 s: refunds, down to V and no further
+            q.finish_timed(*job, Some(if tenant == "short" { 0.0 } else { 1000.0 }));
+        }
+        let v = q.sfq.v;
+        let short = q
+            .sfq
+            .ready
+            .iter()
+            .find(|(_, t)| *t == "short")
+            .map(|(at, _)| at.0 .0);
+        assert_eq!(short, Some(v), "short at {short:?}, v {v}");
+        // The means learnt the floor: the next jobs are charged 1 ms.
+        assert_eq!(q.sfq.estimate("short"), crate::names::TIME_FLOOR_MS as f64);
+    }
+
+    #[test]
+    fn a_charge_is_bounded_and_a_new_tenant_pays_the_queue_mean() {
+        let mut q = CappedSfq::by_time();
+        assert_eq!(q.sfq.estimate("new"), crate::names::TIME_DEFAULT_MS as f64);
+        q.push("a", 1, None);
+        let (_, job) = q.pop().unwrap();
+        q.finish_timed(job, Some(10_000_000.0));
+        assert_eq!(q.sfq.estimate("a"), crate::names::TIME_CAP_MS as f64);
+        assert_eq!(q.sfq.estimate("new"), crate::names::TIME_CAP_MS as f64);
     }
 }

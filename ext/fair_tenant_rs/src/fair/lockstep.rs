@@ -133,6 +133,8 @@ struct World {
     crowded: bool,
     /// Per tenant, the rate windows its jobs carry (four in five of them), if any.
     rates: Vec<Option<Vec<Window>>>,
+    /// The queue is fair by worker time: jobs are charged, and acknowledgements carry run times.
+    time: bool,
 }
 
 impl World {
@@ -176,6 +178,7 @@ impl World {
             scopes,
             crowded: rng.chance(50),
             rates,
+            time: rng.chance(50),
         }
     }
 
@@ -296,6 +299,9 @@ struct View {
     waiters: Vec<(String, Vec<Waiter>)>,
     /// Per process, its in-flight jobs (as a set: copies taken back come in a hash's order).
     inflight: Vec<Vec<u64>>,
+    /// Under `time`: the tenants' mean run times (ms) and the queue's.
+    means: Vec<(String, f64)>,
+    mean: Option<f64>,
 }
 
 struct Lockstep<'a> {
@@ -312,6 +318,15 @@ struct Lockstep<'a> {
     /// What the last step's scripts did (pushed jobs and their limits, the job served), for the report.
     note: String,
     clock: u64,
+    /// Under `time`: per job, the charge and member its last fetch replied (what its acknowledgement sends).
+    timings: std::collections::HashMap<u64, (String, String)>,
+}
+
+/// Run times (ms) acknowledgements carry, by job: below the floor, typical, the default, past the cap.
+const RUNS: [u64; 9] = [0, 1, 7, 20, 200, 999, 1_000, 2_500, 70_000];
+
+fn ran_of(job: u64) -> u64 {
+    RUNS[(job.wrapping_mul(7) % RUNS.len() as u64) as usize]
 }
 
 fn script(name: &str) -> Function {
@@ -355,7 +370,11 @@ impl<'a> Lockstep<'a> {
             con,
             world,
             model: {
-                let mut model = CappedSfq::new();
+                let mut model = if world.time {
+                    CappedSfq::by_time()
+                } else {
+                    CappedSfq::new()
+                };
                 model.set_clock(clock);
                 for d in &world.scopes {
                     model.set_tag(&d.name(), &d.tag);
@@ -371,7 +390,24 @@ impl<'a> Lockstep<'a> {
             delete: script("delete"),
             note: String::new(),
             clock,
+            timings: Default::default(),
         }
+    }
+
+    /// What an acknowledgement of `job` carries besides its entry: "" unless the queue is fair by time.
+    fn timing(&self, job: u64) -> String {
+        match self.timings.get(&job) {
+            Some((charged, member)) => {
+                format!("{charged} {} {}:{QUEUE}{member}", ran_of(job), QUEUE.len())
+            }
+            None => String::new(),
+        }
+    }
+
+    /// The model's side of an acknowledgement.
+    fn finish_model(&mut self, job: u64) {
+        let ran = self.world.time.then(|| ran_of(job) as f64);
+        self.model.finish_timed(job, ran);
     }
 
     fn identity(&self, p: usize) -> String {
@@ -528,17 +564,20 @@ impl<'a> Lockstep<'a> {
                     .arg("0")
                     .arg(&identity)
                     .arg(acks.len());
-                for (entry, _) in &acks {
-                    inv.arg(entry);
+                for (entry, job) in &acks {
+                    inv.arg(entry).arg(self.timing(*job));
                 }
-                inv.arg(&base).arg(QUEUE);
+                let mode = if self.world.time { "time" } else { "" };
+                inv.arg(&base).arg(QUEUE).arg(mode);
                 let reply: Value = inv.invoke(self.con).unwrap();
-                for (_, job) in &acks {
-                    self.model.finish(*job);
-                }
+                let time = self.world.time;
+                let done: Vec<(u64, Option<f64>)> = (acks.iter())
+                    .map(|&(_, job)| (job, time.then(|| ran_of(job) as f64)))
+                    .collect();
+                self.model.finish_together(&done);
                 self.forget_inflight(p, &acks);
                 let lua = match reply {
-                    Value::Array(items) if items.len() == 6 => {
+                    Value::Array(items) if items.len() == 8 => {
                         let tenant = text(&items[1]).unwrap();
                         // The job crosses once: at the end of its entry.
                         assert_eq!(items[2], Value::Nil, "the job is in its entry only");
@@ -548,6 +587,11 @@ impl<'a> Lockstep<'a> {
                         };
                         let entry = text(&items[3]).unwrap();
                         let held = text(&items[4]).unwrap();
+                        let (charged, member) =
+                            (text(&items[6]).unwrap(), text(&items[7]).unwrap());
+                        if !charged.is_empty() {
+                            self.timings.insert(job, (charged, member));
+                        }
                         Some((tenant, job, entry, held))
                     }
                     Value::Nil => None,
@@ -573,6 +617,13 @@ impl<'a> Lockstep<'a> {
                     return Err(format!("served: lua {lua_served:?}, model {model:?}"));
                 }
                 if let Some((tenant, job, entry, held)) = lua {
+                    let lua_charge = self.timings.get(&job).map(|c| c.0.parse::<f64>().unwrap());
+                    if self.world.time && lua_charge != self.model.charge_of(job) {
+                        return Err(format!(
+                            "charge of {tenant}'s job {job}: lua {lua_charge:?}, model {:?}",
+                            self.model.charge_of(job)
+                        ));
+                    }
                     let holds = self.model.holds(job).then(|| job.to_string());
                     if (!held.is_empty()).then_some(held.clone()) != holds {
                         return Err(format!("slot taken by {tenant}'s job {job}: lua {held:?}"));
@@ -595,7 +646,7 @@ impl<'a> Lockstep<'a> {
                 }
                 for (_, job) in &entries {
                     if mode == "ack" {
-                        self.model.finish(*job);
+                        self.finish_model(*job);
                     } else {
                         self.model.requeue(*job);
                     }
@@ -720,6 +771,9 @@ impl<'a> Lockstep<'a> {
         // Recovery walks the list as LRANGE reads it: head (newest) first.
         for e in entries {
             inv.arg(&e.0);
+            if mode == "ack" {
+                inv.arg(self.timing(e.1));
+            }
             if mode == "recover" {
                 let job = fair::Entry::decode(&e.0).unwrap().job;
                 inv.arg(if dead.contains(e) { "dead" } else { "fair" })
@@ -737,6 +791,8 @@ impl<'a> Lockstep<'a> {
             pipe.cmd("ZRANGE").arg(key).arg(0).arg(-1).arg("WITHSCORES");
         };
         pipe.cmd("HGETALL").arg(format!("{base}state"));
+        pipe.cmd("HGETALL")
+            .arg(format!("{base}{}", crate::names::RUNTIMES));
         pipe.cmd("SMEMBERS").arg(format!("{base}paused"));
         for tier in ["fin", "ready", "capped", "over", "rated"] {
             zrange(&mut pipe, format!("{base}{tier}"));
@@ -763,6 +819,7 @@ impl<'a> Lockstep<'a> {
         let mut replies = replies.into_iter();
         let mut next = || replies.next().unwrap();
         let state: BTreeMap<String, String> = redis::from_redis_value(next()).unwrap();
+        let means: BTreeMap<String, f64> = redis::from_redis_value(next()).unwrap();
         let mut paused: Vec<String> = redis::from_redis_value(next()).unwrap();
         paused.sort();
         let mut zset = || -> Vec<(String, f64)> { redis::from_redis_value(next()).unwrap() };
@@ -822,6 +879,8 @@ impl<'a> Lockstep<'a> {
             })
             .collect();
         View {
+            means: means.into_iter().collect(),
+            mean: (state.get(crate::names::STATE_MEAN)).map(|m| m.parse().unwrap()),
             v: state.get("v").map_or(0.0, |v| v.parse().unwrap()),
             waiting_jobs: state.get("n").map_or(0, |n| n.parse().unwrap()),
             ready,
@@ -875,7 +934,12 @@ impl<'a> Lockstep<'a> {
                 waiters.push((d.name(), list));
             }
         }
+        let mut means: Vec<(String, f64)> =
+            m.sfq.means.iter().map(|(t, v)| (t.clone(), *v)).collect();
+        means.sort_by(|a, b| a.0.cmp(&b.0));
         View {
+            means,
+            mean: m.sfq.mean,
             v: m.sfq.v,
             waiting_jobs: m.sfq.backlog.values().map(|l| l.len() as i64).sum(),
             ready: tier(&m.sfq.ready),
@@ -1093,6 +1157,7 @@ fn world(tenants: &[&str], scopes: &[(&str, &str, usize, bool)]) -> World {
             .collect(),
         crowded: false,
         rates: tenants.iter().map(|_| None).collect(),
+        time: false,
     }
 }
 

@@ -27,12 +27,14 @@ pub mod rate;
 pub mod rules;
 
 mod keys;
+pub mod modes;
 mod recovery;
 pub(crate) mod scripts;
 #[cfg(any(test, feature = "bench"))]
 mod sfq;
 
 pub use keys::*;
+pub use modes::{check_queue, fair_mode, parse_fair_queue, FairMode};
 pub use recovery::*;
 pub use scripts::{library, script, FairLibrary, FairScript};
 #[cfg(any(test, feature = "bench"))]

@@ -42,16 +42,19 @@ static DELETE: LazyLock<FairScript> = fair_script!("delete");
 static LATENCY: LazyLock<FairScript> = fair_script!("latency");
 static HELD: LazyLock<FairScript> = fair_script!("held");
 static LIVENESS: LazyLock<FairScript> = fair_script!("liveness");
+static FIND: LazyLock<FairScript> = fair_script!("find");
+static WHY: LazyLock<FairScript> = fair_script!("why");
 
 /// The scripts' names, in the library's order.
-pub const NAMES: [&str; 13] = [
+pub const NAMES: [&str; 15] = [
     "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
-    "latency", "held", "liveness",
+    "latency", "held", "liveness", "find", "why",
 ];
 
-const COMMON: [&str; 3] = [
+const COMMON: [&str; 4] = [
     include_str!("../lua/slots/common.lua"),
     include_str!("../lua/fair/common.lua"),
+    include_str!("../lua/fair/time.lua"),
     include_str!("../lua/fair/serve.lua"),
 ];
 
@@ -70,6 +73,8 @@ fn body(name: &str) -> &'static str {
         "latency" => include_str!("../lua/fair/latency.lua"),
         "held" => include_str!("../lua/fair/held.lua"),
         "liveness" => include_str!("../lua/fair/liveness.lua"),
+        "find" => include_str!("../lua/fair/find.lua"),
+        "why" => include_str!("../lua/fair/why.lua"),
         _ => unreachable!("no fair-queue script named {name}"),
     }
 }
@@ -190,7 +195,8 @@ impl Invocation {
 }
 
 /// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`, and for
-/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`; `liveness` for recovery's sweep.
+/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`; `liveness` for recovery's sweep; `find`
+/// and `why` for `FairTenant.why`.
 pub fn script(name: &str) -> Option<&'static FairScript> {
     match name {
         "push" => Some(&PUSH),
@@ -206,6 +212,8 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
         "latency" => Some(&LATENCY),
         "held" => Some(&HELD),
         "liveness" => Some(&LIVENESS),
+        "find" => Some(&FIND),
+        "why" => Some(&WHY),
         _ => None,
     }
 }

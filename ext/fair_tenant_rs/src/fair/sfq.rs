@@ -14,6 +14,14 @@ pub struct Sfq {
     pub(crate) finish: HashMap<String, f64>,
     weights: HashMap<String, f64>,
     pub(crate) paused: Vec<String>,
+    /// Fair by worker time (`lua/fair/time.lua`): a served job is charged its tenant's mean run time.
+    pub(crate) time: bool,
+    /// Under `time`: tenants' mean run times (ms), the queue's, and the charge of the job served last.
+    pub(crate) means: HashMap<String, f64>,
+    pub(crate) mean: Option<f64>,
+    pub(crate) charged: Option<f64>,
+    /// The activation of the tenant served last by [`Sfq::pop`].
+    served_seq: u64,
 }
 
 /// A tenant's place in the rotation: its start tag, then its activation (the tie-break).
@@ -33,6 +41,83 @@ impl Ord for Tag {
 impl Sfq {
     pub fn new() -> Sfq {
         Sfq::default()
+    }
+
+    /// A queue fair by worker time: each job served is charged an estimate of its run time.
+    pub fn by_time() -> Sfq {
+        Sfq {
+            time: true,
+            ..Sfq::default()
+        }
+    }
+
+    /// The next job in fair order, its tenant, its tenant's activation and its charge (ms, under `time`).
+    pub fn pop_charged(&mut self) -> Option<(String, u64, u64, Option<f64>)> {
+        let (tenant, job) = self.pop()?;
+        Some((tenant, job, self.served_seq, self.charged))
+    }
+
+    /// What a job of `tenant` is charged when served (ms): its mean, else the queue's, else the default,
+    /// bounded.
+    pub fn estimate(&self, tenant: &str) -> f64 {
+        let mean = self.means.get(tenant).copied().or(self.mean);
+        bounded_ms(mean.unwrap_or(crate::names::TIME_DEFAULT_MS as f64))
+    }
+
+    /// A job of `tenant` ran `ran` ms: the means learn it (an EWMA; the first run is taken as it is).
+    /// Returns the run time bounded, what its correction counts.
+    pub(crate) fn learn(&mut self, tenant: &str, ran: f64) -> f64 {
+        let ran = bounded_ms(ran);
+        let d = crate::names::TIME_EWMA_DIVISOR as f64;
+        let m = self.means.entry(tenant.to_string()).or_insert(ran);
+        *m += (ran - *m) / d;
+        let all = self.mean.get_or_insert(ran);
+        *all += (ran - *all) / d;
+        ran
+    }
+
+    /// The correction of a charge (`lua/fair/serve.lua`'s charge_back) where this model keeps tenants: a job
+    /// of `tenant`, served at activation `seq` and charged `charged` ms, ran `ran` ms. The means learn it;
+    /// the tenant's tag in `ready` under that activation, or its finish tag when idle, moves by
+    /// (ran - charged) / 1000 / weight, never below `V` by a refund. Returns the move still to make when
+    /// the tenant was met in neither (a caller with more tiers looks there), else None.
+    pub(crate) fn charge_back(
+        &mut self,
+        tenant: &str,
+        seq: u64,
+        charged: f64,
+        ran: f64,
+    ) -> Option<f64> {
+        let ran = self.learn(tenant, ran);
+        let w = self.weight(tenant);
+        if w == 0.0 || ran == charged {
+            return None;
+        }
+        let delta = (ran - charged) / 1000.0 / w;
+        let found = (self.ready.iter())
+            .find(|(at, t)| at.1 == seq && t.as_str() == tenant)
+            .map(|(&at, _)| at);
+        if let Some(at) = found {
+            let new = Tag(self.moved(at.0 .0, delta));
+            self.ready.remove(&at);
+            self.ready.insert((new, seq), tenant.to_string());
+            return None;
+        }
+        if let Some(&f) = self.finish.get(tenant) {
+            let new = self.moved(f, delta);
+            self.finish.insert(tenant.to_string(), new);
+            return None;
+        }
+        Some(delta)
+    }
+
+    /// A tag moved by `delta` (a refund never below `V`, nor a tag above where it was).
+    pub(crate) fn moved(&self, tag: f64, delta: f64) -> f64 {
+        let new = tag + delta;
+        if delta < 0.0 && new < self.v {
+            return if self.v < tag { self.v } else { tag };
+        }
+        new
     }
 
     pub fn set_weight(&mut self, tenant: &str, weight: f64) {
@@ -99,6 +184,7 @@ impl Sfq {
             if let Some(finish) = self.served(&tenant, at.0 .0, w) {
                 self.ready.insert((Tag(finish), at.1), tenant.clone());
             }
+            self.served_seq = at.1;
             return Some((tenant, job));
         }
     }
@@ -109,7 +195,8 @@ impl Sfq {
     /// activation takes max(V, tag), so a fetch that leaves its tenant backlogged never prunes).
     pub(crate) fn served(&mut self, tenant: &str, start: f64, w: f64) -> Option<f64> {
         self.v = start;
-        let finish = start + 1.0 / w;
+        self.charged = self.time.then(|| self.estimate(tenant));
+        let finish = start + self.charged.map_or(1.0, |c| c / 1000.0) / w;
         let more = self.backlog.get(tenant).is_some_and(|l| !l.is_empty());
         if !more {
             // At most FIN_PRUNE tags a call, lowest first (ties by name's bytes, as in a Redis sorted set).
@@ -123,6 +210,9 @@ impl Sfq {
             });
             for (_, t) in behind.into_iter().take(crate::names::FIN_PRUNE as usize) {
                 self.finish.remove(&t);
+                if self.time {
+                    self.means.remove(&t);
+                }
             }
             self.finish.insert(tenant.to_string(), finish);
         }
@@ -168,6 +258,14 @@ impl Sfq {
     pub fn remembered(&self) -> usize {
         self.finish.len()
     }
+}
+
+/// A run time (or charge) within TIME_FLOOR_MS ..= TIME_CAP_MS.
+pub fn bounded_ms(ms: f64) -> f64 {
+    ms.clamp(
+        crate::names::TIME_FLOOR_MS as f64,
+        crate::names::TIME_CAP_MS as f64,
+    )
 }
 
 #[cfg(test)]

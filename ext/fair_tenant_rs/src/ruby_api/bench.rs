@@ -41,10 +41,21 @@ fn simulate(ruby: &Ruby, jobs: Vec<(String, f64, f64)>, threads: usize) -> Resul
     ideal::simulate(&jobs, threads).map_err(|e| argument_error(ruby, e))
 }
 
+/// `Fair.simulate_by(jobs, threads, time)`: as `simulate`, fair by worker time when `time`.
+fn simulate_by(
+    ruby: &Ruby,
+    jobs: Vec<(String, f64, f64)>,
+    threads: usize,
+    time: bool,
+) -> Result<Vec<f64>, Error> {
+    ideal::simulate_by(&jobs, threads, time).map_err(|e| argument_error(ruby, e))
+}
+
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     RbClient::class(ruby).define_method("noop_eval", magnus::method!(noop_eval, 1))?;
     RbRouter::class(ruby).define_method("route_args", magnus::method!(route_args, 5))?;
     let fair = native.define_module("Fair")?;
     fair.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
+    fair.define_singleton_method("simulate_by", magnus::function!(simulate_by, 3))?;
     Ok(())
 }

@@ -29,6 +29,23 @@ fn check_weight(ruby: &Ruby, weight: f64) -> Result<f64, Error> {
     fair::check_weight(weight).map_err(|e| argument_error(ruby, e))
 }
 
+/// `[queue, mode]` of an entry of `fair_queues` (`imports:time`); ArgumentError with the rule otherwise.
+fn parse_fair_queue(ruby: &Ruby, entry: String) -> Result<(String, &'static str), Error> {
+    let (queue, mode) = fair::parse_fair_queue(&entry).map_err(|e| argument_error(ruby, e))?;
+    Ok((queue, mode.name()))
+}
+
+/// `[queue, mode]` of a Hash entry of `fair_queues` (`{ "imports" => :time }`).
+fn fair_queue_mode(
+    ruby: &Ruby,
+    queue: String,
+    mode: String,
+) -> Result<(String, &'static str), Error> {
+    fair::check_queue(&queue).map_err(|e| argument_error(ruby, e))?;
+    let mode = fair::fair_mode(&mode).map_err(|e| argument_error(ruby, e))?;
+    Ok((queue.trim().to_string(), mode.name()))
+}
+
 fn parse_weight_field(ruby: &Ruby, field: String) -> Value {
     let (tenant, queue) = fair::parse_weight_field(&field);
     let out = ruby.ary_new_capa(2);
@@ -58,6 +75,10 @@ fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
 pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let module = native.define_module("Fair")?;
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
+    module.define_singleton_method(
+        "script_names",
+        magnus::function!(|| fair::scripts::NAMES.to_vec(), 0),
+    )?;
     module.define_singleton_method("script_sha", magnus::function!(sha, 1))?;
     module.define_singleton_method("function_name", magnus::function!(function, 1))?;
     module.define_singleton_method(
@@ -79,6 +100,8 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         ),
     )?;
     module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.define_singleton_method("parse_fair_queue", magnus::function!(parse_fair_queue, 1))?;
+    module.define_singleton_method("fair_queue_mode", magnus::function!(fair_queue_mode, 2))?;
     module.define_singleton_method("check_weight", magnus::function!(check_weight, 1))?;
     module.define_singleton_method(
         "parse_weight_field",

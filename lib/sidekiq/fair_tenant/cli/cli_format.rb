@@ -27,6 +27,10 @@ module Sidekiq
           fair-off QUEUE              move QUEUE's fair backlog back to queue:QUEUE, in fair order
                                       (after every process runs without QUEUE in fair_queues)
           queues                      the weighted :queues: block implied by the rules
+          why JID [--json]            where a job stands and what holds it: its tenant's jobs ahead,
+                                      the tenant's place in the rotation and share, a pause or a
+                                      concurrency cap (running/limit, holders); or running, plain
+                                      queue, scheduled, retry, dead
 
         Options:
           --redis-url URL   Redis to use, the gem's and (for weights) Sidekiq's (default: Sidekiq's,

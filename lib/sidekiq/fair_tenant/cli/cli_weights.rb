@@ -2,9 +2,16 @@
 
 module Sidekiq
   module FairTenant
-    # The fair-queue commands of the `sidekiq-fair_tenant` CLI: `weights` and `fair-off`.
+    # The fair-queue commands of the `sidekiq-fair_tenant` CLI: `weights`, `fair-off` and `why`.
     module CLIWeights
       private
+
+      def why(argv)
+        jid = argv.shift or raise CLI::UsageError, "why needs a JID"
+        extra!(argv)
+        result = FairTenant.why(jid)
+        @out.puts(@options[:json] ? JSON.pretty_generate(result) : WhyText.lines(result).join("\n"))
+      end
 
       def weights(argv)
         action = argv.shift or raise CLI::UsageError, "weights needs list, get, set or delete"

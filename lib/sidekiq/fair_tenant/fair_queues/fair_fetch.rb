@@ -105,9 +105,9 @@ module Sidekiq
       end
 
       def fetch(conn, names, woken:)
-        pairs = names.flat_map { |name| [FairQueues.fair?(name) ? FairQueues.base(name) : "", name] }
+        triples = names.flat_map { |name| FairFetch.fetch_args(name) }
         3.times do
-          reply = fetch_once(conn, woken, pairs) or return nil
+          reply = fetch_once(conn, woken, triples) or return nil
           return rate_due!(reply) if reply.is_a?(Integer)
           # Jobs to adopt: a few at once when nothing waits in fair order, else more after the job served.
           next FairQueues.adopt(conn, reply[0], ADOPT_FIRST) if reply.size == 1
@@ -119,21 +119,23 @@ module Sidekiq
       end
 
       # One call of the fetch script, carrying the pending acknowledgements (forgotten once it returned).
-      def fetch_once(conn, woken, pairs)
-        carried, plain = acks_for_fetch
-        argv = [woken ? "1" : "0", @identity, carried.size, *carried, *pairs]
+      def fetch_once(conn, woken, triples)
+        carried, plain, acks = acks_for_fetch
+        argv = [woken ? "1" : "0", @identity, acks.size / 2, *acks, *triples]
         reply = FairQueues.run(conn, "fetch", @keys, argv)
         acks_fetched(conn, carried, plain)
         reply
       end
 
       # The unit of work of a reply that served a job (a fair queue's job is the end of its in-flight entry).
+      # Under `time` it carries its charge and its tenant's member, and the clock starts.
       def unit(reply)
-        queue, tenant, job, entry, held = reply
+        queue, tenant, job, entry, held, _adopt, charged, member = reply
         HeldSlot.held!(held)
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
-        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held)
+        timing = FairUnit.timing(queue, charged, member)
+        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held, timing)
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, a job of a plain one, or the instant

@@ -6,21 +6,6 @@ module Sidekiq
     # FairPush on clients). The rule, its scripts and its keys are in the extension (Native::Fair); this
     # runs the scripts on Sidekiq's own connections, so a job stays in the shard its client chose.
     module FairQueues
-      # The `fair_queues` key of Config: names, as an Array or one comma-separated String.
-      module Settings
-        DEFAULTS = { fair_queues: [].freeze }.freeze
-
-        def fair_queues=(value)
-          list = value.is_a?(String) ? value.split(",") : Array(value)
-          names = list.map { |name| name.to_s.strip }.reject(&:empty?).uniq
-          if (bad = names.find { |name| name.start_with?("queue:") })
-            raise ConfigurationError, "fair_queues takes queue names without the queue: prefix, got #{bad.inspect}"
-          end
-
-          @fair_queues = names.freeze
-        end
-      end
-
       NAMES = Native::Names
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
@@ -28,7 +13,7 @@ module Sidekiq
       SHARED_TENANT = Native::Fair::SHARED_TENANT
       LIBRARY = Native::Fair.library_source.freeze
       MILLISECONDS = Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8") # enqueued_at's unit
-      SCRIPTS = %w[push fetch adopt ack clear weight drain stats jobs delete latency held liveness].to_h do |name|
+      SCRIPTS = Native::Fair.script_names.to_h do |name|
         [name, [Native::Fair.function_name(name).freeze, LIBRARY, Native::Fair.script_sha(name).freeze,
                 Native::Fair.script_source(name).freeze].freeze]
       end.freeze
@@ -45,6 +30,11 @@ module Sidekiq
 
       def any?
         !names.empty?
+      end
+
+      # Whether the queue shares its workers by worker time (`imports:time`).
+      def time?(queue)
+        FairTenant.config.fair_time_queues.include?(queue.to_s)
       end
 
       BASES = Hash.new { |bases, queue| bases[queue] = Native::Fair.base(queue).freeze }

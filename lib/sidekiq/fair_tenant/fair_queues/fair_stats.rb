@@ -32,6 +32,15 @@ module Sidekiq
       ROWS = 250 # tenant rows per round trip of a page (a longer page takes several, so a row may repeat)
       NAMES = Native::Names
 
+      # The script's {"tenant", tenant, queue} or {"key", key}.
+      def self.scope_hash(scope)
+        kind, name, queue = scope
+        case kind
+        when "tenant" then { tenant: name, queue: queue }
+        when "key" then { key: name }
+        end
+      end
+
       # Every queue of Sidekiq's `queues` set that is fair here or holds a fair backlog.
       def queues
         Sidekiq.redis do |conn|
@@ -88,16 +97,7 @@ module Sidekiq
       def capped_row(row)
         tenant, running, limit, elastic, in_force, waiting, scope = row
         { tenant: tenant, running: running&.to_i, limit: limit&.to_i, elastic: elastic.to_i == 1,
-          in_force: in_force.to_i == 1, waiting: waiting.to_i, scope: scope_hash(scope) }
-      end
-
-      # The script's {"tenant", tenant, queue} or {"key", key}.
-      def scope_hash(scope)
-        kind, name, queue = scope
-        case kind
-        when "tenant" then { tenant: name, queue: queue }
-        when "key" then { key: name }
-        end
+          in_force: in_force.to_i == 1, waiting: waiting.to_i, scope: FairStats.scope_hash(scope) }
       end
 
       def tenant_row(queue, row, running, now)

@@ -4,7 +4,8 @@
 --       copies of the list's process's recovered jobs)
 -- ARGV  mode, base template (the queue's key prefix with %Q for its name), cap, identity (the list's
 --       process), now (seconds, the dead set's score), keep (seconds the copies are remembered), then:
---       "ack", "requeue": in-flight entries;
+--       "ack": in-flight entry, timing pairs (fetch.lua: timing "" unless fair by worker time);
+--       "requeue": in-flight entries;
 --       "recover": entry, action, job triples. action "fair": the job (its interruption count raised, or
 --       as it was) back to the front of its tenant; "plain": to the front of `queue:<name>` (the queue is
 --       no longer fair); "dead": to the dead set (interrupted too often, or not a job at all).
@@ -18,7 +19,7 @@
 -- Returns how many entries were found in the in-flight list.
 local mode, template, cap, identity, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local keep = tonumber(ARGV[6])
-local step = mode == 'recover' and 3 or 1
+local step = mode == 'recover' and 3 or mode == 'ack' and 2 or 1
 local found = 0
 if mode ~= 'recover' then ensure_registered(identity, KEYS[1], KEYS[3], KEYS[6], KEYS[2]) end
 for i = 7, #ARGV, step do
@@ -27,6 +28,7 @@ for i = 7, #ARGV, step do
   if redis.call('LREM', KEYS[1], mode == 'recover' and 1 or -1, entry) == 1 then
     found = found + 1
     local queue, tenant, job = parse_entry(entry)
+    if mode == 'ack' and ARGV[i + 1] ~= '' then charge_back(KEYS[2], ARGV[i + 1]) end
     release_slot(job, true)
     local action = 'fair'
     if mode == 'recover' then action, job = ARGV[i + 1], ARGV[i + 2] end

@@ -15,6 +15,7 @@
 --   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
 --   rated  ZSET   tenants out of the rotation until a rate window lets their next job start (score: that
 --                 instant, ms of Redis's clock); member as in ready, start tag kept in rated-tags (HASH)
+--   runtimes HASH  under `time`: tenant -> its recent mean run time (time.lua)
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
 -- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
@@ -83,7 +84,8 @@ end
 local function fair_keys(base, weights)
   return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
            sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
-           rated = base .. K_RATED, rtags = base .. K_RATED_TAGS, prefix = base .. K_TENANT_LIST, weights = weights }
+           rated = base .. K_RATED, rtags = base .. K_RATED_TAGS, prefix = base .. K_TENANT_LIST,
+           runtimes = base .. K_RUNTIMES, weights = weights }
 end
 
 -- A queue's key prefix from a template holding K_QUEUE_PLACEHOLDER once.

@@ -219,6 +219,25 @@ local function same_scope(a, b)
   return a ~= nil and b ~= nil and a.tag == b.tag and a.sub == b.sub
 end
 
+-- A string's rest after `prefix`, or nil.
+local function after(s, prefix)
+  if s:sub(1, #prefix) == prefix then return s:sub(#prefix + 1) end
+  return nil
+end
+
+-- What a scope's tag and sub name (the stats and why scripts show it) (slots.rs: a tenant's tag with a queue's sub, or a key's tag and sub).
+local function scope_of(slot)
+  local tenant, queue = after(slot.tag, K_TENANT_TAG), after(slot.sub, K_QUEUE_SUB)
+  if tenant and queue then
+    return { 'tenant', tenant, queue }
+  end
+  local key = after(slot.tag, K_KEY_TAG)
+  if key and slot.sub == K_KEY_SUB then
+    return { 'key', key }
+  end
+  return false
+end
+
 -- The scope's sweep registration (as acquire.lua does for parked jobs): "default limit lease" per sub.
 local function register(slot)
   redis.call('HSET', slot.meta, slot.sub, slot.default .. K_META_SEPARATOR .. slot.lease)
@@ -387,9 +406,10 @@ local function pass_on(k, list, entry)
 end
 
 -- One turn of a tenant: its oldest job, if it can take its slot; the virtual time moves to `start` and the
--- tenant's next job starts at start + 1 / weight, in `ready`, or held back when that job's scope is now
--- full. A paused tenant or an emptied list leaves `tier`. Returns tenant, job, jid whose slot was taken;
--- nil when the tenant gave no job.
+-- tenant's next job starts at start + 1 / weight (`k.time`: start + its charge in seconds / weight, time.lua),
+-- in `ready`, or held back when that job's scope is now full. A paused tenant or an emptied list leaves
+-- `tier`. Returns tenant, job, jid whose slot was taken, the charge (ms, under `k.time`), the member; nil when
+-- the tenant gave no job.
 local function turn(k, queue, tier, member, start, uncapped, known)
   local tenant = member_tenant(member)
   local w = weight(k.weights, tenant, queue)
@@ -437,7 +457,8 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     if stale then redis.call('ZREM', stale.waiting, waiting_entry(k, queue, tier, member)) end
   end
   redis.call('HSET', k.state, K_STATE_V, start)
-  local finish = start + 1 / w
+  local charged = k.time and estimate(k, tenant)
+  local finish = start + (charged and charged / 1000 or 1) / w
   local next_job = redis.call('LINDEX', list, 0)
   if next_job then
     local next_slot = slot and slot_of(next_job)
@@ -458,11 +479,14 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     -- Only here, and at most K_FIN_PRUNE tags a call (many tenants idle at one tag would be one long call): a
     -- tag behind v is harmless (activate takes max(v, tag)), so pruning may lag.
     local behind = redis.call('ZRANGEBYSCORE', k.fin, '-inf', start, 'LIMIT', 0, K_FIN_PRUNE)
-    if #behind > 0 then redis.call('ZREM', k.fin, unpack(behind)) end
+    if #behind > 0 then
+      redis.call('ZREM', k.fin, unpack(behind))
+      if k.time then redis.call('HDEL', k.runtimes, unpack(behind)) end
+    end
     redis.call('ZADD', k.fin, finish, tenant)
   end
   redis.call('HINCRBY', k.state, K_STATE_N, -1)
-  return tenant, job, slot and slot.jid
+  return tenant, job, slot and slot.jid, charged, member
 end
 
 -- The tenant woken by this call's acknowledgements, if its turn comes before every ready tenant's: it is
@@ -501,8 +525,8 @@ end
 local function serve(k, queue, uncapped, woken)
   rate_wake(k, uncapped)
   if woken and #woken > 0 then
-    local tenant, job, jid = woken_turn(k, queue, woken)
-    if tenant then return tenant, job, jid end
+    local tenant, job, jid, charged, member = woken_turn(k, queue, woken)
+    if tenant then return tenant, job, jid, charged, member end
     settle(woken, k) -- the others of this queue rejoin before the rotation is looked at
   end
   for _ = 1, 100 do
@@ -526,8 +550,8 @@ local function serve(k, queue, uncapped, woken)
       local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
       if v > start then start = v end
     end
-    local tenant, job, jid = turn(k, queue, tier, top[1], start, uncapped)
-    if tenant then return tenant, job, jid end
+    local tenant, job, jid, charged, member = turn(k, queue, tier, top[1], start, uncapped)
+    if tenant then return tenant, job, jid, charged, member end
   end
   return nil
 end
@@ -641,4 +665,50 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
     end
   end
   redis.call('DEL', recovered)
+end
+
+-- Under `time`: a job's measured run time (`timing`: "<charged ms> <ran ms> <len>:<queue><member>", the
+-- member its tenant had when served) corrects its charge. The means learn it; the tenant's tag moves by
+-- (ran - charged) / 1000 / weight where it is (ready, over or capped, with its waiting entry; rated; or fin
+-- when idle), never below v by a refund (no banked credit). A tenant met nowhere under that member (paused, back
+-- from idle under a new activation, its fin tag pruned) keeps its tag.
+local function charge_back(weights, timing)
+  local charged, ran, qlen, at = timing:match('^(%S+) (%S+) (%d+):()')
+  if not qlen then return end
+  local queue = timing:sub(at, at + tonumber(qlen) - 1)
+  local member = timing:sub(at + tonumber(qlen))
+  local tenant = member_tenant(member)
+  local k = fair_keys(fair_base(queue), weights)
+  ran = bounded_ms(tonumber(ran) or 0)
+  learn(k.runtimes, tenant, ran)
+  learn(k.state, K_STATE_MEAN, ran)
+  local w = weight(weights, tenant, queue)
+  charged = tonumber(charged)
+  if w == 0 or not charged or ran == charged then return end
+  local delta = (ran - charged) / 1000 / w
+  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local function moved(tag)
+    local new = tag + delta
+    if delta < 0 and new < v then new = v < tag and v or tag end
+    return new
+  end
+  for _, tier in ipairs({ k.ready, k.over, k.capped }) do
+    local tag = tonumber(redis.call('ZSCORE', tier, member))
+    if tag then
+      local new = moved(tag)
+      redis.call('ZADD', tier, new, member)
+      if tier ~= k.ready then
+        local slot = slot_of(redis.call('LINDEX', k.prefix .. tenant, 0))
+        if slot then redis.call('ZADD', slot.waiting, 'XX', new, waiting_entry(k, queue, tier, member)) end
+      end
+      return
+    end
+  end
+  local kept = tonumber(redis.call('HGET', k.rtags, member)) -- waiting for a rate window
+  if kept then
+    redis.call('HSET', k.rtags, member, moved(kept))
+    return
+  end
+  local tag = tonumber(redis.call('ZSCORE', k.fin, tenant))
+  if tag then redis.call('ZADD', k.fin, moved(tag), tenant) end
 end

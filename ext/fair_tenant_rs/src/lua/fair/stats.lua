@@ -21,25 +21,6 @@ for i = 1, #page, 2 do
                       redis.call('SISMEMBER', k.paused, tenant) }
 end
 
--- A string's rest after `prefix`, or nil.
-local function after(s, prefix)
-  if s:sub(1, #prefix) == prefix then return s:sub(#prefix + 1) end
-  return nil
-end
-
--- What a scope's tag and sub name (slots.rs: a tenant's tag with a queue's sub, or a key's tag and sub).
-local function scope_of(slot)
-  local tenant, queue = after(slot.tag, K_TENANT_TAG), after(slot.sub, K_QUEUE_SUB)
-  if tenant and queue then
-    return { 'tenant', tenant, queue }
-  end
-  local key = after(slot.tag, K_KEY_TAG)
-  if key and slot.sub == K_KEY_SUB then
-    return { 'key', key }
-  end
-  return false
-end
-
 local held = {}
 for _, tier in ipairs(capped_max > 0 and { k.capped, k.over } or {}) do
   local members = redis.call('ZRANGE', tier, 0, capped_max - 1, 'WITHSCORES')

@@ -20,7 +20,7 @@ module Sidekiq
       module Acks
         ATTEMPTS_AT_EXIT = 3
         INLINE_MAX_BYTES = Native::Names::INLINE_ACK_MAX_BYTES
-        Pending = Struct.new(:list, :mutex, :plain)
+        Pending = Struct.new(:list, :mutex, :plain, :timing)
         @fetchers = []
         @pending = {}
         @mutex = Mutex.new
@@ -32,7 +32,8 @@ module Sidekiq
             @mutex.synchronize do
               at_exit { Acks.flush_all } if @fetchers.empty?
               @fetchers << fetcher
-              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new, {}.compare_by_identity)
+              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new, {}.compare_by_identity,
+                                                             {}.compare_by_identity)
             end
           end
 
@@ -52,11 +53,14 @@ module Sidekiq
           end
         end
 
-        # `slotless`: the job took no concurrency slot, so a long entry of it may go by a plain LREM.
-        def acknowledged(entry, slotless: false)
+        # `slotless`: the job took no concurrency slot, so a long entry of it may go by a plain LREM. `timing`:
+        # under a queue fair by worker time, its charge and measured run time (FairUnit), sent with the entry
+        # (or alone, for a plain LREM's).
+        def acknowledged(entry, slotless: false, timing: nil)
           @acks.mutex.synchronize do
             @acks.list << entry
             @acks.plain[entry] = true if slotless && entry.bytesize > INLINE_MAX_BYTES
+            @acks.timing[entry] = timing if timing
           end
         end
 
@@ -64,7 +68,8 @@ module Sidekiq
           entries = pending_acks
           return if entries.empty?
 
-          finish("ack", entries, conn)
+          timings = @acks.mutex.synchronize { @acks.timing.dup }
+          finish("ack", entries.flat_map { |entry| [entry, timings[entry] || ""] }, conn)
           acks_applied(entries)
         end
 
@@ -78,9 +83,15 @@ module Sidekiq
           @acks.mutex.synchronize { @acks.list.dup }
         end
 
-        # The pending acknowledgements: those the fetch script carries, and the plain ones.
+        # The pending acknowledgements: those the fetch script carries, the plain ones, and the script's
+        # arguments for them (entry, timing pairs; a plain one's timing alone, entry "").
         def acks_for_fetch
-          @acks.mutex.synchronize { @acks.list.partition { |entry| !@acks.plain.key?(entry) } }
+          @acks.mutex.synchronize do
+            carried, plain = @acks.list.partition { |entry| !@acks.plain.key?(entry) }
+            args = carried.flat_map { |entry| [entry, @acks.timing[entry] || ""] }
+            plain.each { |entry| args.push("", @acks.timing[entry]) if @acks.timing.key?(entry) }
+            [carried, plain, args]
+          end
         end
 
         # After a fetch script call returned (the process registered): the plain ones dropped by LREMs in one
@@ -98,7 +109,10 @@ module Sidekiq
           entries.each { |entry| sent[entry] = true }
           @acks.mutex.synchronize do
             @acks.list.reject! { |entry| sent.key?(entry) }
-            entries.each { |entry| @acks.plain.delete(entry) }
+            entries.each do |entry|
+              @acks.plain.delete(entry)
+              @acks.timing.delete(entry)
+            end
           end
         end
       end

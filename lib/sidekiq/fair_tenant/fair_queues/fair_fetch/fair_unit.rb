@@ -5,9 +5,20 @@ module Sidekiq
     class FairFetch
       # A job from a fair queue: acknowledged (dropped from the in-flight list, with the next fetch) after it
       # ran, or put back at the front of its tenant. `held`: the jid whose slot the fetch took, or "".
-      FairUnit = Struct.new(:queue, :job, :entry, :fetch, :held) do
+      # `timing`: under a queue fair by worker time, [charge (ms), "<len>:<queue><member>", fetched at (ms)].
+      FairUnit = Struct.new(:queue, :job, :entry, :fetch, :held, :timing) do
+        def self.timing(queue, charged, member)
+          return nil if charged.nil? || charged.empty?
+
+          [charged, "#{queue.bytesize}:".b + queue.b + member.b, FairUnit.now_ms]
+        end
+
+        def self.now_ms
+          ::Process.clock_gettime(::Process::CLOCK_MONOTONIC, :millisecond)
+        end
+
         def acknowledge
-          fetch.acknowledged(entry, slotless: held.to_s.empty?)
+          fetch.acknowledged(entry, slotless: held.to_s.empty?, timing: ran)
         end
 
         def queue_name
@@ -16,6 +27,16 @@ module Sidekiq
 
         def requeue
           fetch.finish("requeue", [entry])
+        end
+
+        private
+
+        # "<charged> <ran> <len>:<queue><member>": what the acknowledgement tells the scripts (charge_back).
+        def ran
+          return nil unless timing
+
+          charged, where, fetched_at = timing
+          "#{charged} #{FairUnit.now_ms - fetched_at} ".b + where
         end
       end
     end

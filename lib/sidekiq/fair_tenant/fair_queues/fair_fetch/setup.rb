@@ -41,6 +41,13 @@ module Sidekiq
           [capsule, strict, strict ? queues.uniq : queues]
         end
 
+        # A queue's arguments of the fetch script: its key prefix ("" when not fair), name, mode.
+        def fetch_args(queue)
+          return ["", queue, ""] unless FairQueues.fair?(queue)
+
+          [FairQueues.base(queue), queue, FairQueues.time?(queue) ? Native::Names::FAIR_MODE_TIME : ""]
+        end
+
         # The process's threads beside a fetcher's: the heartbeat (Slots: renews the leases of slots taken here,
         # its sweep brings back tenants whose holder died; Liveness beats) and the fleet's recovery sweeps.
         def background(fetcher)

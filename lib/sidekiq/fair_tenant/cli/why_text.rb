@@ -1,0 +1,58 @@
+# frozen_string_literal: true
+
+require "time"
+require "sidekiq/fair_tenant/cli/cli_format"
+
+module Sidekiq
+  module FairTenant
+    # FairTenant.why's answer as sentences, for the CLI (`sidekiq-fair_tenant why JID`) and the Web tab.
+    module WhyText
+      PLACES = {
+        ready: "%<tenant>s is in the rotation: %<ahead>d of %<ready>d ready tenant(s) start before it " \
+               "(weight %<weight>s, share %<share>s)",
+        capped: "%<tenant>s is out of the rotation until its next job's concurrency scope has room",
+        over: "%<tenant>s is at its elastic cap: served only while no tenant under its limit is ready",
+        paused: "%<tenant>s is paused (weight 0): its jobs wait until its weight is set above 0",
+        nil => "%<tenant>s is in no place of the rotation (its jobs changed meanwhile: ask again)"
+      }.freeze
+      SETS = { scheduled: "the scheduled set: runs at", retry: "the retry set: retries at",
+               dead: "the dead set: died at" }.freeze
+
+      module_function
+
+      def lines(why)
+        jid = why[:jid]
+        case why[:state]
+        when :running then ["#{jid} is running in process #{why[:process]} (queue #{why[:queue]}, " \
+                            "tenant #{why[:tenant]})"]
+        when :waiting then waiting(why)
+        when :queued then ["#{jid} waits in queue #{why[:queue]}, not fair (first in, first out): " \
+                           "#{why[:ahead]} job(s) ahead of it"]
+        when *SETS.keys then ["#{jid} is in #{SETS[why[:state]]} #{why[:at]&.utc&.iso8601} (queue #{why[:queue]})"]
+        else ["#{jid} was not found waiting, running, scheduled, retrying or dead (it may have finished)"]
+        end
+      end
+
+      def waiting(why)
+        tenant = why[:tenant]
+        place = format(PLACES.fetch(why[:place]), tenant: tenant, ahead: why[:tenants_ahead],
+                                                  ready: why[:tenants_ready], share: share(why),
+                                                  weight: CLIFormat.format_number(why[:weight]))
+        ["#{why[:jid]} waits in fair queue #{why[:queue]}, tenant #{tenant}",
+         "#{why[:ahead_in_tenant] || "?"} of #{tenant}'s #{why[:tenant_backlog]} waiting job(s) are ahead of it",
+         place, *held(why[:held_by])]
+      end
+
+      def share(why)
+        why[:share] ? format("%.1f%%", why[:share] * 100) : "not computed: many tenants ready"
+      end
+
+      def held(held_by)
+        cap = held_by.is_a?(Hash) && held_by[:concurrency] or return []
+        holders = cap[:holders].map { |h| "#{h[:jid]} (lease #{h[:lease_left]}s left)" }
+        ["held by #{CLIFormat.scope_name(cap[:scope] || {})}: running #{cap[:running]}/#{cap[:limit]}" \
+         "#{" (elastic)" if cap[:elastic]}#{"; holders: #{holders.join(", ")}" unless holders.empty?}"]
+      end
+    end
+  end
+end

@@ -1,0 +1,123 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Why is this job still waiting? Where a job stands and what holds it, found by its jid:
+    #
+    #   Sidekiq::FairTenant.why("b4a577edbccf1d805744efa9")
+    #   # => {jid: "b4a5...", state: :waiting, queue: "imports", tenant: "acme",
+    #   #     ahead_in_tenant: 3, tenant_backlog: 120,           # its tenant's jobs before it, and all of them
+    #   #     place: :capped, tenants_ahead: 0, tenants_ready: 4, # where its tenant is, tenants served before it
+    #   #     weight: 1.0, share: 0.2,                           # the tenant's weight, its share of the queue
+    #   #     held_by: {concurrency: {scope: {tenant: "acme", queue: "imports"}, running: 2, limit: 2,
+    #   #               elastic: false, holders: [{jid: "...", lease_left: 41.5}, ...]}}}
+    #
+    # `state`: :running (in a process's in-flight list: `process`, and `queue`/`tenant` for a fair queue),
+    # :waiting (in a fair queue's backlog, explained as above), :queued (in a plain queue's list: `ahead`, jobs
+    # Sidekiq pops first), :scheduled, :retry or :dead (`at`: when it runs next, or died), or :unknown.
+    # `place`: :ready (in the rotation; `tenants_ahead` of the ready tenants start first), :capped (out of the
+    # rotation until its next job's concurrency scope has room), :over (at an elastic cap: served only while no
+    # tenant under its limit is ready), :paused (weight 0), or nil. `held_by` names what holds it: :paused, the
+    # concurrency scope (its running jobs, limit and first holders, longest lease first), or nil (only its turn).
+    # `share` is nil when more than WHY_SHARE_MAX tenants are ready.
+    #
+    # A search: in-flight lists, then fair backlogs (bounded script calls, FIND_BATCH jobs each), then plain
+    # queue lists and Sidekiq's sorted sets. A job that moves meanwhile may be missed (:unknown; ask again).
+    class FairWhy
+      NAMES = Native::Names
+      PLACES = { NAMES::READY => :ready, NAMES::CAPPED => :capped, NAMES::OVER => :over,
+                 NAMES::PAUSED => :paused }.freeze
+      PAGE = 100
+      SETS = { scheduled: "ScheduledSet", retry: "RetrySet", dead: "DeadSet" }.freeze
+
+      def call(jid)
+        jid = jid.to_s
+        raise ArgumentError, "#{self.class.name}: a jid is a non-empty string" if jid.empty?
+
+        Sidekiq.redis do |conn|
+          running(conn, jid) || waiting(conn, jid) || queued(conn, jid) || in_sets(jid) ||
+            { jid: jid, state: :unknown }
+        end
+      end
+
+      private
+
+      def quoted(jid) = "\"jid\":#{JSON.generate(jid)}"
+
+      def running(conn, jid)
+        conn.call("SMEMBERS", Native::Fair.registry_key).each do |identity|
+          conn.call("LRANGE", Native::Fair.inflight_key(identity), 0, -1).each do |entry|
+            next unless entry.include?(quoted(jid))
+
+            queue, tenant, = Native::Fair.decode_entry(entry)
+            return { jid: jid, state: :running, queue: queue, tenant: tenant, process: identity }
+          end
+        end
+        nil
+      end
+
+      def waiting(conn, jid)
+        FairVisibility.backlogs.each do |queue, backlog|
+          next unless backlog.positive?
+
+          tenant, job = find(conn, queue, jid)
+          return explain(conn, jid, queue, tenant, job) if tenant
+        end
+        nil
+      end
+
+      def find(conn, queue, jid)
+        cursor = [0, 0]
+        loop do
+          reply = FairQueues.run(conn, "find", [], [FairQueues.base(queue), jid, *cursor])
+          return nil if reply.empty?
+          return [reply[1], reply[3]] if reply[0].nil? || reply[0] == false
+
+          cursor = reply
+        end
+      end
+
+      def explain(conn, jid, queue, tenant, job)
+        ahead, jobs, place, rank, ready, weight, share, slot =
+          FairQueues.run(conn, "why", [FairQueues::WEIGHTS_KEY], [FairQueues.base(queue), queue, tenant, job])
+        place = PLACES[place]
+        { jid: jid, state: :waiting, queue: queue, tenant: tenant, ahead_in_tenant: ahead, tenant_backlog: jobs.to_i,
+          place: place, tenants_ahead: rank.to_i, tenants_ready: ready.to_i, weight: weight.to_f,
+          share: share&.to_f&.round(4), held_by: held_by(place, slot) }
+      end
+
+      def held_by(place, slot)
+        return :paused if place == :paused
+        return nil unless slot && %i[capped over].include?(place)
+
+        scope, running, limit, elastic, holders = slot
+        { concurrency: { scope: FairStats.scope_hash(scope), running: running.to_i, limit: limit.to_i,
+                         elastic: elastic.to_i == 1,
+                         holders: holders.map { |j, left| { jid: j, lease_left: (left.to_f / 1000).round(1) } } } }
+      end
+
+      # A plain queue's list, PAGE entries a round trip from the end Sidekiq pops.
+      def queued(conn, jid)
+        conn.call("SMEMBERS", "queues").each do |queue|
+          key = "queue:#{queue}"
+          (0..).step(PAGE) do |from|
+            entries = conn.call("LRANGE", key, -from - PAGE, -from - 1)
+            index = entries.rindex { |entry| entry.include?(quoted(jid)) }
+            return { jid: jid, state: :queued, queue: queue, ahead: from + entries.size - 1 - index } if index
+            break if entries.size < PAGE
+          end
+        end
+        nil
+      end
+
+      def in_sets(jid)
+        SETS.each do |state, name|
+          set = ::Sidekiq.const_get(name)
+          entry = set.new.find_job(jid) or next
+          return { jid: jid, state: state, queue: entry.queue, at: entry.at }
+        end
+        nil
+      end
+    end
+  end
+end

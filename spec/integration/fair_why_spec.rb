@@ -1,0 +1,72 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/capped_fair"
+
+# Why is this job still waiting? FairTenant.why on real pushes and a real FairFetch in this process.
+RSpec.describe "Sidekiq::FairTenant.why" do
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after do
+    Sidekiq::FairTenant.weights.delete(tenant: "plain")
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  let(:why) { ->(jid) { Sidekiq::FairTenant.why(jid) } }
+
+  def jid_of(unit) = JSON.parse(unit.job)["jid"]
+
+  it "names the concurrency scope that holds a capped tenant's job, with its holders" do
+    fetch, units = CappedFair.build
+    waiting = ShownStaticCapJob.perform_async("static", 2)
+    result = why.call(waiting)
+    expect(result).to include(jid: waiting, state: :waiting, queue: "fair", tenant: "static", ahead_in_tenant: 1,
+                              tenant_backlog: 2, place: :capped, weight: 1.0)
+    held = result.dig(:held_by, :concurrency)
+    expect(held).to include(scope: { tenant: "static", queue: "fair" }, running: 1, limit: 1, elastic: false)
+    expect(held[:holders].map { |h| h[:jid] }).to eq([jid_of(units[0])])
+    expect(held[:holders].first[:lease_left]).to be > 0
+    expect(why.call(jid_of(units[0]))).to eq(jid: jid_of(units[0]), state: :running, queue: "fair",
+                                             tenant: "static", process: fetch.identity)
+  end
+
+  it "says where a job of a ready tenant stands: its own jobs ahead, the tenants ahead, its share" do
+    3.times { |i| ShownUncappedJob.perform_async("a", i) }
+    ShownUncappedJob.perform_async("b", 0)
+    last = ShownUncappedJob.perform_async("b", 1)
+    result = why.call(last)
+    expect(result).to include(state: :waiting, tenant: "b", ahead_in_tenant: 1, tenant_backlog: 2, place: :ready,
+                              tenants_ahead: 1, tenants_ready: 2, weight: 1.0, share: 0.5, held_by: nil)
+  end
+
+  it "says a paused tenant's job waits for its weight, and leaves the share out" do
+    ShownUncappedJob.perform_async("other", 0)
+    jid = ShownUncappedJob.perform_async("plain", 0)
+    Sidekiq::FairTenant.weights.set(0, tenant: "plain")
+    expect(why.call(jid)).to include(state: :waiting, tenant: "plain", place: :paused, weight: 0.0, share: nil,
+                                     held_by: :paused)
+  end
+
+  it "finds a job past several calls of the find script (more jobs than one call reads)" do
+    jobs = Array.new(2_500) { |i| [i] }
+    Sidekiq::Client.push_bulk("class" => ShownUncappedJob, "args" => jobs, "fair_tenant" => nil)
+    last = ShownUncappedJob.perform_async("late", 0)
+    expect(why.call(last)).to include(state: :waiting, tenant: "late", ahead_in_tenant: 0, place: :ready)
+  end
+
+  it "finds jobs outside fair queues: a plain queue's list, the scheduled set, or nowhere" do
+    first = Sidekiq::Client.push("class" => "ShownUncappedJob", "queue" => "plainq", "args" => [1])
+    2.times { |i| Sidekiq::Client.push("class" => "ShownUncappedJob", "queue" => "plainq", "args" => [i]) }
+    expect(why.call(first)).to eq(jid: first, state: :queued, queue: "plainq", ahead: 0)
+    later = Sidekiq::Client.push("class" => "ShownUncappedJob", "queue" => "plainq", "args" => [9])
+    expect(why.call(later)[:ahead]).to eq(3)
+    scheduled = ShownUncappedJob.perform_in(3600, "s", 0)
+    expect(why.call(scheduled)).to include(state: :scheduled, queue: "fair")
+    expect(why.call(scheduled)[:at]).to be > Time.now
+    expect(why.call("nope")).to eq(jid: "nope", state: :unknown)
+    expect { why.call("") }.to raise_error(ArgumentError, /FairWhy.*jid/)
+  end
+end
