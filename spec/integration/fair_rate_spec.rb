@@ -3,6 +3,7 @@
 require "spec_helper"
 require_relative "../support/sidekiq_process"
 require_relative "../support/fair_rate_app"
+require "sidekiq/fair_tenant/cli/why_text"
 
 # Rate caps inside a fair queue, on real `sidekiq` server processes: a tenant whose next job would start over
 # a window leaves the rotation until the instant it may, and comes back by itself; others are served meanwhile.
@@ -76,6 +77,10 @@ RSpec.describe "Rate caps inside fair queues" do
     expect(rated_tenants).to eq(["L"])
     expect(Sidekiq::Queue.new("fair").size).to eq(1)
     expect(Sidekiq::Queue.new("fair").latency).to eq(0.0)
+    why = Sidekiq::FairTenant.why(Sidekiq::Queue.new("fair").first.jid)
+    expect(why).to include(state: :waiting, tenant: "L", place: :rated)
+    expect(why[:held_by][:rate][:starts_in]).to be_between(0, 3)
+    expect(Sidekiq::FairTenant::WhyText.lines(why).last).to start_with("held by a rate window: may start in")
     fetch.flush_acks
   end
 

@@ -12,6 +12,7 @@ module Sidekiq
                "(weight %<weight>s, share %<share>s)",
         capped: "%<tenant>s is out of the rotation until its next job's concurrency scope has room",
         over: "%<tenant>s is at its elastic cap: served only while no tenant under its limit is ready",
+        rated: "%<tenant>s is out of the rotation until a rate window lets its next job start",
         paused: "%<tenant>s is paused (weight 0): its jobs wait until its weight is set above 0",
         nil => "%<tenant>s is in no place of the rotation (its jobs changed meanwhile: ask again)"
       }.freeze
@@ -48,10 +49,20 @@ module Sidekiq
       end
 
       def held(held_by)
-        cap = held_by.is_a?(Hash) && held_by[:concurrency] or return []
+        return [] unless held_by.is_a?(Hash)
+        return rate_held(held_by[:rate]) if held_by[:rate]
+
+        held_by[:concurrency] ? cap_held(held_by[:concurrency]) : []
+      end
+
+      def cap_held(cap)
         holders = cap[:holders].map { |h| "#{h[:jid]} (lease #{h[:lease_left]}s left)" }
         ["held by #{CLIFormat.scope_name(cap[:scope] || {})}: running #{cap[:running]}/#{cap[:limit]}" \
          "#{" (elastic)" if cap[:elastic]}#{"; holders: #{holders.join(", ")}" unless holders.empty?}"]
+      end
+
+      def rate_held(rate)
+        ["held by a rate window: may start in #{rate[:starts_in]}s (#{rate[:at].utc.iso8601(3)})"]
       end
     end
   end

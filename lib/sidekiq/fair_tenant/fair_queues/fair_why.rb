@@ -17,8 +17,9 @@ module Sidekiq
     # Sidekiq pops first), :scheduled, :retry or :dead (`at`: when it runs next, or died), or :unknown.
     # `place`: :ready (in the rotation; `tenants_ahead` of the ready tenants start first), :capped (out of the
     # rotation until its next job's concurrency scope has room), :over (at an elastic cap: served only while no
-    # tenant under its limit is ready), :paused (weight 0), or nil. `held_by` names what holds it: :paused, the
-    # concurrency scope (its running jobs, limit and first holders, longest lease first), or nil (only its turn).
+    # tenant under its limit is ready), :rated (out of the rotation until a rate window lets its next job start),
+    # :paused (weight 0), or nil. `held_by` names what holds it: :paused, the concurrency scope (its running jobs,
+    # limit and first holders, longest lease first), a rate window ({rate: {starts_in: s, at: Time}}), or nil.
     # `share` is nil when more than WHY_SHARE_MAX tenants are ready.
     #
     # A search: in-flight lists, then fair backlogs (bounded script calls, FIND_BATCH jobs each), then plain
@@ -26,7 +27,7 @@ module Sidekiq
     class FairWhy
       NAMES = Native::Names
       PLACES = { NAMES::READY => :ready, NAMES::CAPPED => :capped, NAMES::OVER => :over,
-                 NAMES::PAUSED => :paused }.freeze
+                 NAMES::RATED => :rated, NAMES::PAUSED => :paused }.freeze
       PAGE = 100
       SETS = { scheduled: "ScheduledSet", retry: "RetrySet", dead: "DeadSet" }.freeze
 
@@ -78,16 +79,17 @@ module Sidekiq
       end
 
       def explain(conn, jid, queue, tenant, job)
-        ahead, jobs, place, rank, ready, weight, share, slot =
+        ahead, jobs, place, rank, ready, weight, share, slot, rate =
           FairQueues.run(conn, "why", [FairQueues::WEIGHTS_KEY], [FairQueues.base(queue), queue, tenant, job])
         place = PLACES[place]
         { jid: jid, state: :waiting, queue: queue, tenant: tenant, ahead_in_tenant: ahead, tenant_backlog: jobs.to_i,
           place: place, tenants_ahead: rank.to_i, tenants_ready: ready.to_i, weight: weight.to_f,
-          share: share&.to_f&.round(4), held_by: held_by(place, slot) }
+          share: share&.to_f&.round(4), held_by: held_by(place, slot, rate) }
       end
 
-      def held_by(place, slot)
+      def held_by(place, slot, rate = nil)
         return :paused if place == :paused
+        return { rate: { starts_in: (rate.to_f / 1000).round(3), at: Time.now + (rate.to_f / 1000) } } if rate
         return nil unless slot && %i[capped over].include?(place)
 
         scope, running, limit, elastic, holders = slot

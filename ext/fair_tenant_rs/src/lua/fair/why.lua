@@ -1,16 +1,18 @@
 -- Why a waiting job of a fair queue still waits (`why`): where it stands and what holds it.
 -- KEYS  weights
 -- ARGV  base, queue, tenant, job (its exact bytes, as the find script returned them)
--- Returns {ahead, jobs, place, rank, ready, weight, share, slot}:
+-- Returns {ahead, jobs, place, rank, ready, weight, share, slot, rate}:
 --   ahead   jobs of its tenant before it (false: the job is no longer waiting), jobs: the tenant's waiting jobs
 --   place   the suffix of where its tenant is: K_READY (in the rotation), K_CAPPED (out of it: its next
 --           job's concurrency scope is full), K_OVER (at an elastic cap: served only while no tenant under its
---           limit is ready), K_PAUSED (weight 0, whether or not its turn has come to move it), or ''
+--           limit is ready), K_RATED (out of it until a rate window lets its next job start), K_PAUSED (weight
+--           0, whether or not its turn has come to move it), or ''
 --   rank    tenants of its place served before it (by start tag), ready: tenants in the rotation
 --   weight  its weight in the queue; share: weight / the ready tenants' weights (itself counted), false when
 --           more than K_WHY_SHARE_MAX tenants are ready
 --   slot    false, or {scope, running, limit, elastic 0/1, {jid, lease ms left}...} of its next job's scope
 --           (at most K_WHY_HOLDERS holders, longest lease first)
+--   rate    in K_RATED: ms until it may start, else false
 local k = fair_keys(ARGV[1], KEYS[1])
 local queue, tenant, job = ARGV[2], ARGV[3], ARGV[4]
 local list = k.prefix .. tenant
@@ -22,7 +24,7 @@ if w == 0 or redis.call('SISMEMBER', k.paused, tenant) == 1 then -- weight 0: le
   place = K_PAUSED
 else
   local pattern = ACTIVATION .. glob_escape(tenant)
-  for _, tier in ipairs({ { K_READY, k.ready }, { K_CAPPED, k.capped }, { K_OVER, k.over } }) do
+  for _, tier in ipairs({ { K_READY, k.ready }, { K_CAPPED, k.capped }, { K_OVER, k.over }, { K_RATED, k.rated } }) do
     member = find_member(tier[2], pattern, function(m) return member_tenant(m) == tenant end)
     if member then
       place, rank = tier[1], redis.call('ZRANK', tier[2], member)
@@ -53,4 +55,9 @@ if slot then
                 effective_limit(slot.limits, slot.sub, slot.default), slot.elastic and 1 or 0, holders }
 end
 
-return { ahead, redis.call('LLEN', list), place, rank, ready, tostring(w), share, slot_info }
+local rate_wait = false
+if place == K_RATED then
+  rate_wait = math.max(tonumber(redis.call('ZSCORE', k.rated, member)) - now_ms(), 0)
+end
+
+return { ahead, redis.call('LLEN', list), place, rank, ready, tostring(w), share, slot_info, rate_wait }
