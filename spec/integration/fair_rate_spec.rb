@@ -130,6 +130,54 @@ RSpec.describe "Rate caps inside fair queues" do
     expect(starts("K").map { |e| e["pid"] }.uniq.size).to eq(2)
   end
 
+  # The scope's windows as if recorded by a clock `ms` ahead of the server's (then restarted on a machine whose
+  # clock is behind): every bucket's last start, its number and the scope's time moved on by `shift_ms`.
+  # (A start stamped ahead of the server's clock counts until its window ends on that later clock; the lockstep
+  # test checks the scope's own clock, never going back, against the model.)
+  def shift_rate_clock(conn, key, shift_ms)
+    names = Sidekiq::FairTenant::Native::Names
+    conn.hgetall(key).each do |field, value|
+      moved = if field == names::RATE_SEEN then (value.to_i + shift_ms).to_s
+              else
+                value.split(",").map do |bucket|
+                  _, count, last = bucket.split(":").map(&:to_i)
+                  "#{(last + shift_ms) * names::RATE_BUCKETS / field.to_i}:#{count}:#{last + shift_ms}"
+                end.join(",")
+              end
+      conn.hset(key, field, moved)
+    end
+  end
+
+  it "keeps counting starts across a Redis restart, and when the restarted server's clock is behind" do
+    shard = RedisServer.new.start
+    pool = ConnectionPool.new(size: 1) do
+      SpecHelpers::SIDEKIQ7 ? Sidekiq::RedisConnection.create(url: shard.url).checkout : Redis.new(url: shard.url)
+    end
+    servers << SidekiqProcess.new(redis_url: shard.url, concurrency: 2, queues: %w[fair],
+                                  app: File.expand_path("../support/fair_rate_app.rb", __dir__)).start
+    starts = lambda do
+      shard.redis.lrange(FairRateApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
+           .select { |e| e["event"] == "start" }.map { |e| e["at"] }.sort
+    end
+    Sidekiq::Client.via(pool) { 5.times { |i| RateJob.perform_async("C", i, 0) } }
+    wait_for("5 starts") { starts.call.size == 5 }
+    key = shard.redis.keys("#{Sidekiq::FairTenant::Native::Names::RATE_PREFIX}*").first
+    shift_rate_clock(shard.redis, key, 3000)
+    shard.redis.call("SAVE")
+    shard.stop
+    shard.start # the same port and directory: its dump is loaded
+    Sidekiq::Client.via(pool) { 5.times { |i| RateJob.perform_async("C", 5 + i, 0) } }
+    wait_for("10 starts after the restart", timeout: 30) { starts.call.size == 10 }
+
+    times = starts.call
+    # The five starts before the restart count until their window ends on the later clock: ~4 s after them.
+    expect(times[5] - times[4]).to be > 3.5
+    expect(most_in_window(times, 1 - margin)).to be <= 5
+  ensure
+    servers.each(&:stop)
+    shard&.stop
+  end
+
   it "holds a rate cap and a concurrency cap on the same tenant" do
     2.times { start_server(concurrency: 3) }
     12.times { |i| RateAndSlotJob.perform_async("B", i, 100) }
