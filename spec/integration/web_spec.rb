@@ -4,6 +4,7 @@ require "spec_helper"
 require_relative "../support/web_server"
 require_relative "../support/browser"
 require_relative "../support/capped_fair"
+require_relative "../support/rated_fair"
 
 RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
   before(:all) do
@@ -119,6 +120,17 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
       browser.visit("/fair_tenant")
       lifted = %r{\Aelastic\s+tenant elastic, queue fair\s+2 / 1\s+elastic\s+lifted \(spare threads\)\s+1\z}
       expect(browser.find("#fair-tenant-capped-fair")).to have_css("tr", text: lifted)
+    end
+
+    it "lists each fair queue's rate-capped tenants: windows with their starts, next start, waiting" do
+      RatedFair.build
+
+      browser.visit("/fair_tenant")
+      expect(browser).to have_css("#fair-tenant-startable-fair", text: "1 waiting for a rate window")
+      rows = browser.find("#fair-tenant-rated-fair").all("tbody tr").map { |tr| tr.all("td").map(&:text) }
+      expect(rows.size).to eq(1)
+      expect(rows.first.values_at(0, 1, 2, 4)).to eq(["L", "tenant L, queue fair", "2 / 2 per 3s", "1"])
+      expect(rows.first[3]).to match(/\A[0-3](\.\d+)?s\z/)
     end
 
     it "says why a job still waits, asked by jid through the form" do

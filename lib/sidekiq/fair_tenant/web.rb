@@ -59,7 +59,7 @@ module Sidekiq
 
         def ft_fair_queues
           @ft_fair = FairTenant.fair_stats.queues.map do |q|
-            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE, capped_limit: PAGE_SIZE)
+            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE, capped_limit: PAGE_SIZE, rated_limit: PAGE_SIZE)
           end
           @ft_weights = FairTenant.weights.list
         end

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "sidekiq/fair_tenant/cli/cli_rated"
+
 module Sidekiq
   module FairTenant
     # Plain-text tables for the `sidekiq-fair_tenant` command.
@@ -13,7 +15,8 @@ module Sidekiq
           stats --fair [QUEUE] [--limit N --offset N] [--json]
                                       fair queues: backlog, in flight; a queue's tenants: waiting,
                                       oldest wait, weight, running/limit; its capped tenants:
-                                      running/limit, static or elastic, in force or lifted
+                                      running/limit, static or elastic, in force or lifted; its
+                                      rate-capped tenants: windows, next start
           stats --concurrency [--json]
                                       concurrency scopes: running/limit, parked, oldest parked
           limits list                 runtime concurrency limits
@@ -75,7 +78,7 @@ module Sidekiq
           lines << "#{t[:tenant]}\twaiting #{t[:backlog]}\toldest #{t[:oldest_age]}s\tweight #{weight}\t" \
                    "running #{t[:running]}/#{t[:limit] || "-"}"
         end
-        lines.concat(capped(result)).join("\n")
+        lines.concat(capped(result)).concat(CLIRated.lines(result)).join("\n")
       end
 
       def capped(result)
@@ -98,8 +101,9 @@ module Sidekiq
 
       def fair_summary(queue)
         "#{queue[:queue]}\twaiting #{queue[:backlog]}\tstartable #{queue[:startable]}\tpaused #{queue[:paused]}" \
-          "\theld #{queue[:held]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}" \
-          "\tcapped #{queue[:capped_tenants]}"
+          "\theld #{queue[:held]}\trate-held #{queue[:rate_held]}\tin flight #{queue[:in_flight]}" \
+          "\ttenants #{queue[:tenants]}" \
+          "\tcapped #{queue[:capped_tenants]}\trate-capped #{queue[:rated_tenants]}"
       end
 
       def weights(weights)

@@ -107,7 +107,7 @@ local function rate_of(job, at)
     r = ok and type(decoded) == 'table' and decoded[K_RATE_FIELD]
   end
   if type(r) ~= 'table' or type(r[1]) ~= 'string' or type(r[2]) ~= 'string' then return nil end
-  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], windows = {} }
+  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], tag = r[1], sub = r[2], windows = {} }
   for i = 3, #r - 1, 2 do
     local limit, per = tonumber(r[i]), tonumber(r[i + 1])
     if limit and per and per >= 1 then rate.windows[#rate.windows + 1] = { limit, per } end
