@@ -26,6 +26,26 @@ RSpec.describe "sidekiq-fair_tenant command" do
     expect(cli("limits", "get", "--tenant", "acme", "--queue", "default")[0]).to eq("none\n")
   end
 
+  it "sets, gets, lists and deletes runtime rate windows; a set brings a rate-held tenant back at once" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    RatedFair.build
+    out, err, status = cli("rates", "set", "--tenant", "L", "--queue", "fair", "5/3,100/86400")
+    expect([status.exitstatus, out]).to eq([0, "rate set; 1 waiting tenant(s) checked again at once\n"]), err
+    expect(Sidekiq::FairTenant.rates.get(tenant: "L", queue: "fair"))
+      .to eq([{ limit: 5, per: 3.0 }, { limit: 100, per: 86_400.0 }])
+    expect(Sidekiq::FairTenant.fair_stats.queue("fair")[:rated]).to eq([])
+
+    expect(cli("rates", "get", "--tenant", "L", "--queue", "fair")[0]).to eq("5/3,100/86400\n")
+    expect(cli("rates", "set", "--key", "shop-1", "2/0.5")[0]).to eq("rate set\n")
+    expect(cli("rates", "list")[0]).to eq("key shop-1\t2/0.5\ntenant L queue fair\t5/3,100/86400\n")
+    expect(cli("rates", "delete", "--key", "shop-1")[2].exitstatus).to eq(0)
+    expect(cli("rates", "get", "--key", "shop-1")[0]).to eq("none\n")
+    _out, err, status = cli("rates", "set", "--tenant", "L", "0/1")
+    expect([status.exitstatus, err]).to match([2, /window 1: limit must be an Integer >= 1/])
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
   it "sets, gets, lists and deletes fair-queue weights (in Sidekiq's Redis)" do
     out, err, status = cli("weights", "set", "--tenant", "acme", "--queue", "imports", "2.5")
     expect([status.exitstatus, out]).to eq([0, "weight set\n"]), err

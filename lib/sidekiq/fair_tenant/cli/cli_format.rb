@@ -23,6 +23,10 @@ module Sidekiq
           limits get    (--tenant NAME [--queue QUEUE] | --key KEY)
           limits set    (--tenant NAME [--queue QUEUE] | --key KEY) LIMIT
           limits delete (--tenant NAME [--queue QUEUE] | --key KEY)
+          rates list                  runtime rate windows (replace fair_tenant_rate's)
+          rates get    (--tenant NAME [--queue QUEUE] | --key KEY)
+          rates set    (--tenant NAME [--queue QUEUE] | --key KEY) LIMIT/SECONDS[,LIMIT/SECONDS...]
+          rates delete (--tenant NAME [--queue QUEUE] | --key KEY)
           weights list                tenants' weights in fair queues (default 1; 0 pauses)
           weights get    --tenant NAME [--queue QUEUE]
           weights set    --tenant NAME [--queue QUEUE] WEIGHT
