@@ -65,6 +65,28 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
     expect(Sidekiq::FairTenant.limits.list).to be_empty
   end
 
+  it "sets and deletes a runtime rate through the form, and shows a bad one's error" do
+    browser.visit("/fair_tenant")
+    browser.fill_in("ft-rate-tenant", with: "acme")
+    browser.fill_in("ft-rate-windows", with: "5/1,10000/86400")
+    browser.click_button("Set rate")
+    expect(browser).to have_css("#fair-tenant-notice", text: "Rate set")
+    expect(Sidekiq::FairTenant.rates.get(tenant: "acme"))
+      .to eq([{ limit: 5, per: 1.0 }, { limit: 10_000, per: 86_400.0 }])
+    expect(browser.find("#fair-tenant-rates")).to have_css("tr", text: %r{tenant acme\s+5/1,10000/86400})
+
+    browser.find("#fair-tenant-rates").click_button("Delete")
+    expect(browser).to have_css("#fair-tenant-notice", text: "Rate deleted")
+    expect(Sidekiq::FairTenant.rates.list).to be_empty
+
+    browser.visit("/fair_tenant")
+    browser.fill_in("ft-rate-tenant", with: "acme")
+    browser.fill_in("ft-rate-windows", with: "0/1")
+    browser.click_button("Set rate")
+    expect(browser).to have_css("#fair-tenant-error", text: "window 1: limit must be an Integer >= 1")
+    expect(Sidekiq::FairTenant.rates.list).to be_empty
+  end
+
   it "shows an error for bad input and changes nothing" do
     browser.visit("/fair_tenant")
     browser.fill_in("ft-tenant", with: "acme")
