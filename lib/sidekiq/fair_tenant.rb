@@ -55,6 +55,7 @@ require_relative "fair_tenant/fair_queues/fair_fetch"
 require_relative "fair_tenant/fair_queues/fair_backlog"
 require_relative "fair_tenant/fair_queues/fair_visibility"
 require_relative "fair_tenant/fair_queues/weights"
+require_relative "fair_tenant/fair_queues/rates"
 require_relative "fair_tenant/fair_queues/fair_stats"
 require_relative "fair_tenant/fair_queues/fair_why"
 
@@ -158,6 +159,11 @@ module Sidekiq
       # Runtime weights of tenants in fair queues (see Weights).
       def weights
         @weights ||= Weights.new
+      end
+
+      # Runtime rate overrides of `fair_tenant_rate` (see Rates).
+      def rates
+        @rates ||= Rates.new
       end
 
       # Tenants, counts and concurrency scopes (see Stats).

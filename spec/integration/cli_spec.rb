@@ -3,6 +3,7 @@
 require "spec_helper"
 require "open3"
 require_relative "../support/capped_fair"
+require_relative "../support/rated_fair"
 
 RSpec.describe "sidekiq-fair_tenant command" do
   let(:exe) { File.expand_path("../../exe/sidekiq-fair_tenant", __dir__) }
@@ -23,6 +24,26 @@ RSpec.describe "sidekiq-fair_tenant command" do
     expect(cli("limits", "list")[0]).to eq("tenant acme queue default\t3\n")
     expect(cli("limits", "delete", "--tenant", "acme", "--queue", "default")[2].exitstatus).to eq(0)
     expect(cli("limits", "get", "--tenant", "acme", "--queue", "default")[0]).to eq("none\n")
+  end
+
+  it "sets, gets, lists and deletes runtime rate windows; a set brings a rate-held tenant back at once" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    RatedFair.build
+    out, err, status = cli("rates", "set", "--tenant", "L", "--queue", "fair", "5/3,100/86400")
+    expect([status.exitstatus, out]).to eq([0, "rate set; 1 waiting tenant(s) checked again at once\n"]), err
+    expect(Sidekiq::FairTenant.rates.get(tenant: "L", queue: "fair"))
+      .to eq([{ limit: 5, per: 3.0 }, { limit: 100, per: 86_400.0 }])
+    expect(Sidekiq::FairTenant.fair_stats.queue("fair")[:rated]).to eq([])
+
+    expect(cli("rates", "get", "--tenant", "L", "--queue", "fair")[0]).to eq("5/3,100/86400\n")
+    expect(cli("rates", "set", "--key", "shop-1", "2/0.5")[0]).to eq("rate set\n")
+    expect(cli("rates", "list")[0]).to eq("key shop-1\t2/0.5\ntenant L queue fair\t5/3,100/86400\n")
+    expect(cli("rates", "delete", "--key", "shop-1")[2].exitstatus).to eq(0)
+    expect(cli("rates", "get", "--key", "shop-1")[0]).to eq("none\n")
+    _out, err, status = cli("rates", "set", "--tenant", "L", "0/1")
+    expect([status.exitstatus, err]).to match([2, /window 1: limit must be an Integer >= 1/])
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
   it "sets, gets, lists and deletes fair-queue weights (in Sidekiq's Redis)" do
@@ -48,7 +69,7 @@ RSpec.describe "sidekiq-fair_tenant command" do
 
     out, err, status = cli("stats", "--fair")
     expect([status.exitstatus, out]).to eq([0, "fair\twaiting 2\tstartable 2\tpaused 0\theld 0" \
-                                               "\tin flight 0\ttenants 1\tcapped 0\n"]), err
+                                               "\trate-held 0\tin flight 0\ttenants 1\tcapped 0\trate-capped 0\n"]), err
     out = cli("stats", "--fair", "fair")[0]
     expect(out.lines.last).to match(%r{\Aacme\twaiting 2\toldest [\d.]+s\tweight 1\trunning 0/-\n\z})
     json = JSON.parse(cli("stats", "--fair", "fair", "--json")[0])
@@ -63,7 +84,7 @@ RSpec.describe "sidekiq-fair_tenant command" do
 
     out, err, status = cli("stats", "--fair")
     expect([status.exitstatus, out]).to eq([0, "fair\twaiting 5\tstartable 3\tpaused 0\theld 2" \
-                                               "\tin flight 3\ttenants 4\tcapped 3\n"]), err
+                                               "\trate-held 0\tin flight 3\ttenants 4\tcapped 3\trate-capped 0\n"]), err
     expect(cli("stats", "--fair", "fair")[0].lines.last(4)).to eq(
       ["3 capped tenant(s):\n",
        "static\trunning 1/1\tstatic cap in force\twaiting 1\ttenant static queue fair\n",
@@ -78,6 +99,23 @@ RSpec.describe "sidekiq-fair_tenant command" do
     expect(json["capped"].last).to eq("tenant" => "elastic", "running" => 1, "limit" => 1, "elastic" => true,
                                       "in_force" => false, "waiting" => 2,
                                       "scope" => { "tenant" => "elastic", "queue" => "fair" })
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  it "prints a fair queue's rate-capped tenants: windows with their starts, next start, waiting, scope" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    RatedFair.build
+
+    out, err, status = cli("stats", "--fair")
+    expect([status.exitstatus, out]).to eq([0, "fair\twaiting 1\tstartable 0\tpaused 0\theld 0\trate-held 1" \
+                                               "\tin flight 0\ttenants 1\tcapped 0\trate-capped 1\n"]), err
+    last = cli("stats", "--fair", "fair")[0].lines.last(2)
+    expect(last.first).to eq("1 rate-capped tenant(s):\n")
+    expect(last.last).to match(%r{\AL\twindows 2/2 per 3s\tnext start in [\d.]+s\twaiting 1\ttenant L queue fair\n\z})
+    json = JSON.parse(cli("stats", "--fair", "fair", "--json")[0])
+    expect(json["rated"].first).to include("tenant" => "L", "waiting" => 1,
+                                           "windows" => [{ "limit" => 2, "per" => 3.0, "starts" => 2 }])
   ensure
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end

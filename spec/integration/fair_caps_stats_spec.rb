@@ -20,8 +20,8 @@ RSpec.describe "Fair stats of capped tenants" do
     units = CappedFair.build[1]
     expect(units.map { |u| JSON.parse(u.job)["args"] }).to eq([["static", 0], ["keyed", 0], ["elastic", 0]])
 
-    expect(stats.queues).to eq([{ queue: "fair", backlog: 5, startable: 3, paused: 0, held: 2, in_flight: 3,
-                                  tenants: 4, capped_tenants: 3 }])
+    expect(stats.queues).to eq([{ queue: "fair", backlog: 5, startable: 3, paused: 0, held: 2, rate_held: 0,
+                                  rated_tenants: 0, in_flight: 3, tenants: 4, capped_tenants: 3 }])
     result = stats.queue("fair")
     expect(result[:capped_tenants]).to eq(3)
     expect(result[:capped]).to eq(
@@ -66,7 +66,8 @@ RSpec.describe "Fair stats of capped tenants" do
     result = stats.queue("fair", capped_limit: 2)
     expect(result[:capped].map { |c| c[:tenant] }).to eq(%w[static keyed])
     expect(result[:capped_tenants]).to eq(3)
-    expect { stats.queue("fair", capped_limit: 0) }.to raise_error(ArgumentError, /capped_limit 1\.\.1000/)
+    expect { stats.queue("fair", capped_limit: 0) }
+      .to raise_error(ArgumentError, /capped_limit and rated_limit 1\.\.1000/)
   end
 
   it "reports no capped tenant for a queue without caps" do

@@ -468,8 +468,8 @@ RSpec.describe "Fair fetch" do
       unit = fetch.retrieve_work # acme's first job (activated first); registers the process for recovery
 
       stats = Sidekiq::FairTenant.fair_stats
-      expect(stats.queues).to eq([{ queue: "fair", backlog: 3, startable: 3, paused: 0, held: 0, in_flight: 1,
-                                    tenants: 2, capped_tenants: 0 }])
+      expect(stats.queues).to eq([{ queue: "fair", backlog: 3, startable: 3, paused: 0, held: 0, rate_held: 0,
+                                    rated_tenants: 0, in_flight: 1, tenants: 2, capped_tenants: 0 }])
       page = stats.queue("fair")[:page]
       expect(page.map { |t| t.slice(:tenant, :backlog, :weight, :paused, :running) })
         .to eq([{ tenant: "acme", backlog: 2, weight: 2.0, paused: false, running: 1 },

@@ -178,6 +178,20 @@ RSpec.describe "Rate caps inside fair queues" do
     shard&.stop
   end
 
+  it "applies a runtime override at once: a tenant held at 2 in 3 s starts 6 in one window once raised" do
+    start_server(concurrency: 3)
+    wait_for("the process up") { redis.scard("processes") == 1 }
+    8.times { |i| SlowRateJob.perform_async("O", i, 10) }
+    wait_for("O held after its 2 starts") { rated_tenants == ["O"] && starts("O").size == 2 }
+
+    expect(Sidekiq::FairTenant.rates.set("6/3", tenant: "O", queue: "fair")).to eq(1)
+    wait_for("O's 8 jobs", timeout: 30) { finished("O") == 8 }
+    times = starts("O").map { |e| e["at"] }
+    # More than the class's 2 in a window (only the override allows it), never more than its 6.
+    expect(most_in_window(times, 3 - margin)).to be_between(3, 6)
+    expect(Sidekiq::FairTenant.rates.delete(tenant: "O", queue: "fair")).to eq(0)
+  end
+
   it "holds a rate cap and a concurrency cap on the same tenant" do
     2.times { start_server(concurrency: 3) }
     12.times { |i| RateAndSlotJob.perform_async("B", i, 100) }

@@ -102,6 +102,7 @@ RSpec.describe "Sidekiq Web queue page of a fair queue" do
 
     browser.visit("/fair_tenant")
     expect(browser).to have_css("#fair-tenant-startable-fair",
-                                text: "Waiting jobs: 2 startable, 3 paused, 0 held by a static cap")
+                                text: "Waiting jobs: 2 startable, 3 paused, 0 held by a static cap, " \
+                                      "0 waiting for a rate window")
   end
 end

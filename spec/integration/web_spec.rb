@@ -4,6 +4,7 @@ require "spec_helper"
 require_relative "../support/web_server"
 require_relative "../support/browser"
 require_relative "../support/capped_fair"
+require_relative "../support/rated_fair"
 
 RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
   before(:all) do
@@ -64,6 +65,28 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
     expect(Sidekiq::FairTenant.limits.list).to be_empty
   end
 
+  it "sets and deletes a runtime rate through the form, and shows a bad one's error" do
+    browser.visit("/fair_tenant")
+    browser.fill_in("ft-rate-tenant", with: "acme")
+    browser.fill_in("ft-rate-windows", with: "5/1,10000/86400")
+    browser.click_button("Set rate")
+    expect(browser).to have_css("#fair-tenant-notice", text: "Rate set")
+    expect(Sidekiq::FairTenant.rates.get(tenant: "acme"))
+      .to eq([{ limit: 5, per: 1.0 }, { limit: 10_000, per: 86_400.0 }])
+    expect(browser.find("#fair-tenant-rates")).to have_css("tr", text: %r{tenant acme\s+5/1,10000/86400})
+
+    browser.find("#fair-tenant-rates").click_button("Delete")
+    expect(browser).to have_css("#fair-tenant-notice", text: "Rate deleted")
+    expect(Sidekiq::FairTenant.rates.list).to be_empty
+
+    browser.visit("/fair_tenant")
+    browser.fill_in("ft-rate-tenant", with: "acme")
+    browser.fill_in("ft-rate-windows", with: "0/1")
+    browser.click_button("Set rate")
+    expect(browser).to have_css("#fair-tenant-error", text: "window 1: limit must be an Integer >= 1")
+    expect(Sidekiq::FairTenant.rates.list).to be_empty
+  end
+
   it "shows an error for bad input and changes nothing" do
     browser.visit("/fair_tenant")
     browser.fill_in("ft-tenant", with: "acme")
@@ -119,6 +142,17 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
       browser.visit("/fair_tenant")
       lifted = %r{\Aelastic\s+tenant elastic, queue fair\s+2 / 1\s+elastic\s+lifted \(spare threads\)\s+1\z}
       expect(browser.find("#fair-tenant-capped-fair")).to have_css("tr", text: lifted)
+    end
+
+    it "lists each fair queue's rate-capped tenants: windows with their starts, next start, waiting" do
+      RatedFair.build
+
+      browser.visit("/fair_tenant")
+      expect(browser).to have_css("#fair-tenant-startable-fair", text: "1 waiting for a rate window")
+      rows = browser.find("#fair-tenant-rated-fair").all("tbody tr").map { |tr| tr.all("td").map(&:text) }
+      expect(rows.size).to eq(1)
+      expect(rows.first.values_at(0, 1, 2, 4)).to eq(["L", "tenant L, queue fair", "2 / 2 per 3s", "1"])
+      expect(rows.first[3]).to match(/\A[0-3](\.\d+)?s\z/)
     end
 
     it "says why a job still waits, asked by jid through the form" do

@@ -67,6 +67,12 @@ pub const RATE_BUCKETS: u64 = 20;
 pub const MAX_RATE_WINDOWS: u64 = 8;
 /// Most rate-capped tenants one serving call brings back into the rotation once due.
 pub const RATE_WAKE_BATCH: u64 = 20;
+/// Runtime rate overrides: `<RATE_LIMITS_PREFIX><len>:<tag>`, field sub (or [`ALL_SCOPES`]) -> windows as
+/// "limit:per ms,limit:per ms" ([`RATE_OVERRIDE_SEPARATOR`] between windows, `:` inside one).
+pub const RATE_LIMITS_PREFIX: &str = concat!(root!(), ":rate-limits:");
+/// The tags that have runtime rate overrides.
+pub const RATE_LIMITS_INDEX_KEY: &str = concat!(root!(), ":rate-limits:index");
+pub const RATE_OVERRIDE_SEPARATOR: &str = ",";
 
 // Fair queues: `<FAIR_PREFIX>{<queue>}:<suffix>` (fair.rs).
 pub const FAIR_PREFIX: &str = concat!(root!(), ":fair:");
@@ -223,6 +229,9 @@ pub const NAMES: &[Name] = &[
     n("RATE_BUCKETS", RATE_BUCKETS, &[]),
     n("MAX_RATE_WINDOWS", MAX_RATE_WINDOWS, &[]),
     n("RATE_WAKE_BATCH", RATE_WAKE_BATCH, &[]),
+    s("RATE_LIMITS_PREFIX", RATE_LIMITS_PREFIX, Everywhere),
+    s("RATE_LIMITS_INDEX_KEY", RATE_LIMITS_INDEX_KEY, Everywhere),
+    s("RATE_OVERRIDE_SEPARATOR", RATE_OVERRIDE_SEPARATOR, Literal),
     s("FAIR_PREFIX", FAIR_PREFIX, Everywhere),
     s("FAIR_BASE", FAIR_BASE, Everywhere),
     s("QUEUE_PLACEHOLDER", QUEUE_PLACEHOLDER, Everywhere),

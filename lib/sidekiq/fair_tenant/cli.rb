@@ -5,6 +5,7 @@ require "optparse"
 require "sidekiq/fair_tenant"
 require "sidekiq/fair_tenant/cli/cli_format"
 require "sidekiq/fair_tenant/cli/cli_limits"
+require "sidekiq/fair_tenant/cli/cli_rates"
 require "sidekiq/fair_tenant/cli/cli_weights"
 require "sidekiq/fair_tenant/cli/why_text"
 
@@ -13,6 +14,7 @@ module Sidekiq
     # The `sidekiq-fair_tenant` command. Exit status: 0 done, 1 Redis trouble, 2 bad usage.
     class CLI
       include CLILimits
+      include CLIRates
       include CLIWeights
 
       UsageError = Class.new(StandardError)
@@ -83,7 +85,7 @@ module Sidekiq
       end
 
       COMMANDS = { "stats" => :stats, "limits" => :limits, "weights" => :weights, "fair-off" => :fair_off,
-                   "why" => :why }.freeze
+                   "why" => :why, "rates" => :rates }.freeze
 
       def dispatch(command, argv)
         case command

@@ -59,9 +59,10 @@ module Sidekiq
 
         def ft_fair_queues
           @ft_fair = FairTenant.fair_stats.queues.map do |q|
-            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE, capped_limit: PAGE_SIZE)
+            FairTenant.fair_stats.queue(q[:queue], limit: PAGE_SIZE, capped_limit: PAGE_SIZE, rated_limit: PAGE_SIZE)
           end
           @ft_weights = FairTenant.weights.list
+          @ft_rates = FairTenant.rates.list
         end
 
         def ft_limit_target
@@ -76,6 +77,7 @@ module Sidekiq
       def self.registered(app)
         app.helpers(Helpers) if app.respond_to?(:helpers)
         register_weights(app)
+        register_rates(app)
 
         app.get("/fair_tenant") { ft_render }
         app.get("/fair_tenant/why") { ft_render(why: ft_param(:jid)) }
@@ -106,6 +108,22 @@ module Sidekiq
         app.post("/fair_tenant/weights/delete") do
           FairTenant.weights.delete(tenant: ft_param(:tenant), queue: ft_param(:queue))
           ft_back("Weight deleted")
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
+      end
+
+      def self.register_rates(app)
+        app.post("/fair_tenant/rates") do
+          back = FairTenant.rates.set(ft_param(:windows), **ft_limit_target)
+          ft_back("Rate set#{" (#{back} waiting tenant(s) checked again at once)" if back.positive?}")
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
+
+        app.post("/fair_tenant/rates/delete") do
+          FairTenant.rates.delete(**ft_limit_target)
+          ft_back("Rate deleted")
         rescue ArgumentError, FairTenant::Error => e
           ft_render(error: e.message)
         end

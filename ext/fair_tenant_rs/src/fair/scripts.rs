@@ -44,11 +44,12 @@ static HELD: LazyLock<FairScript> = fair_script!("held");
 static LIVENESS: LazyLock<FairScript> = fair_script!("liveness");
 static FIND: LazyLock<FairScript> = fair_script!("find");
 static WHY: LazyLock<FairScript> = fair_script!("why");
+static SET_RATE: LazyLock<FairScript> = fair_script!("set_rate");
 
 /// The scripts' names, in the library's order.
-pub const NAMES: [&str; 15] = [
+pub const NAMES: [&str; 16] = [
     "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
-    "latency", "held", "liveness", "find", "why",
+    "latency", "held", "liveness", "find", "why", "set_rate",
 ];
 
 const COMMON: [&str; 4] = [
@@ -75,6 +76,7 @@ fn body(name: &str) -> &'static str {
         "liveness" => include_str!("../lua/fair/liveness.lua"),
         "find" => include_str!("../lua/fair/find.lua"),
         "why" => include_str!("../lua/fair/why.lua"),
+        "set_rate" => include_str!("../lua/fair/set_rate.lua"),
         _ => unreachable!("no fair-queue script named {name}"),
     }
 }
@@ -214,6 +216,7 @@ pub fn script(name: &str) -> Option<&'static FairScript> {
         "liveness" => Some(&LIVENESS),
         "find" => Some(&FIND),
         "why" => Some(&WHY),
+        "set_rate" => Some(&SET_RATE),
         _ => None,
     }
 }

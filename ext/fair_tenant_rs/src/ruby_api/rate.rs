@@ -1,12 +1,19 @@
 //! `Sidekiq::FairTenant::Native::Rate`: a validated `fair_tenant_rate` option.
-//! Binding only: parsing lives in `slots/rate.rs`.
+//! Binding only: parsing lives in `slots/rate.rs`; a runtime override (`Sidekiq::FairTenant.rates`) is read
+//! by the same parser.
 
-use magnus::{prelude::*, Error, RArray, RHash, RModule, Ruby, Value};
+use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Value};
 
+use crate::names::RATE_LIMITS_INDEX_KEY;
 use crate::routing::rules::RawValue;
+use crate::ruby_api::helpers::convert::{bytes, put_target};
 use crate::ruby_api::helpers::errors::argument_error;
 use crate::ruby_api::helpers::values::{inspect, read_options};
-use crate::slots::rate::{Rate, RawRate, RawWindow};
+use crate::slots;
+use crate::slots::rate::{overrides_key, stored_windows, Rate, RawRate, RawWindow, Window};
+
+/// What an invalid override's ArgumentError names in place of a class.
+const OVERRIDE: &str = "Sidekiq::FairTenant.rates";
 
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Rate", free_immediately, size)]
 pub struct RbRate(pub Rate);
@@ -95,6 +102,87 @@ impl RbRate {
     fn key_method(&self) -> Option<String> {
         self.0.key_method.clone()
     }
+
+    /// An override's windows: `[{ limit:, per: }, ...]` (per in seconds or a Duration) or "5/1,10000/86400";
+    /// no key (the override names its scope).
+    fn for_override(ruby: &Ruby, raw: Value) -> Result<Self, Error> {
+        let rate = match RString::from_value(raw) {
+            Some(text) => Rate::parse_text(OVERRIDE, &text.to_string()?)
+                .map(RbRate)
+                .map_err(|e| argument_error(ruby, e.to_string()))?,
+            None => RbRate::new(ruby, OVERRIDE.to_string(), raw)?,
+        };
+        if rate.0.key_method.is_some() {
+            return Err(argument_error(
+                ruby,
+                format!("{OVERRIDE}: the windows take no key: (give key: to set instead)"),
+            ));
+        }
+        Ok(rate)
+    }
+
+    /// The windows as an override stores them.
+    fn encoded(&self) -> String {
+        self.0.encode()
+    }
+
+    fn windows(ruby: &Ruby, rb_self: &Self) -> Result<RArray, Error> {
+        windows_array(ruby, &rb_self.0.windows)
+    }
+}
+
+fn windows_array(ruby: &Ruby, windows: &[Window]) -> Result<RArray, Error> {
+    let out = ruby.ary_new_capa(windows.len());
+    for w in windows {
+        let h = ruby.hash_new();
+        h.aset(ruby.to_symbol("limit"), w.limit)?;
+        h.aset(ruby.to_symbol("per"), w.per_ms as f64 / 1000.0)?;
+        out.push(h)?;
+    }
+    Ok(out)
+}
+
+/// A stored override (an HGET reply) as `[{limit:, per:}, ...]`; nil when absent or not one this gem wrote.
+fn stored(ruby: &Ruby, value: Option<RString>) -> Result<Option<RArray>, Error> {
+    match value.and_then(|v| stored_windows(&bytes(v))) {
+        Some(w) => windows_array(ruby, &w).map(Some),
+        None => Ok(None),
+    }
+}
+
+fn key(ruby: &Ruby, tag: RString) -> RString {
+    ruby.str_from_slice(&overrides_key(&bytes(tag)))
+}
+
+fn index_key() -> &'static str {
+    RATE_LIMITS_INDEX_KEY
+}
+
+/// `[{tenant:, queue:, windows:} | {key:, windows:}, ...]` of stored entries `[[tag, field, windows], ...]`,
+/// sorted; entries this gem could not have written left out.
+fn targets(ruby: &Ruby, entries: RArray) -> Result<RArray, Error> {
+    let mut stored = Vec::with_capacity(entries.len());
+    let mut windows = Vec::with_capacity(entries.len());
+    for item in entries.into_iter() {
+        let (tag, field, value): (RString, RString, RString) =
+            magnus::TryConvert::try_convert(item)?;
+        if let Some(w) = stored_windows(&bytes(value)) {
+            stored.push((bytes(tag), bytes(field), windows.len() as u64));
+            windows.push(w);
+        }
+    }
+    let listed = slots::limit_targets(stored);
+    let out = ruby.ary_new_capa(listed.len());
+    for (target, at) in listed {
+        let h = ruby.hash_new();
+        put_target(ruby, h, target)?;
+        h.aset(
+            ruby.to_symbol("windows"),
+            windows_array(ruby, &windows[at as usize])?,
+        )?;
+        out.push(h)?;
+    }
+    Ok(out)
 }
 
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
@@ -102,5 +190,12 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("new", magnus::function!(RbRate::new, 2))?;
     class.define_method("flat", magnus::method!(RbRate::flat, 0))?;
     class.define_method("key_method", magnus::method!(RbRate::key_method, 0))?;
+    class.define_singleton_method("for_override", magnus::function!(RbRate::for_override, 1))?;
+    class.define_method("encoded", magnus::method!(RbRate::encoded, 0))?;
+    class.define_method("windows", magnus::method!(RbRate::windows, 0))?;
+    class.define_singleton_method("stored", magnus::function!(stored, 1))?;
+    class.define_singleton_method("overrides_key", magnus::function!(key, 1))?;
+    class.define_singleton_method("overrides_index_key", magnus::function!(index_key, 0))?;
+    class.define_singleton_method("override_targets", magnus::function!(targets, 1))?;
     Ok(())
 }

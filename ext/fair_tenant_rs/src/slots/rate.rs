@@ -2,7 +2,7 @@
 //! anything with `to_f`, such as an ActiveSupport::Duration), or `{ windows: [...], key: :method_name }`,
 //! or one window `{ limit: 2, per: 1, key: :method_name }`. Acts on fair queues only.
 
-use crate::names::MAX_RATE_WINDOWS;
+use crate::names::{MAX_RATE_WINDOWS, RATE_LIMITS_PREFIX, RATE_OVERRIDE_SEPARATOR};
 use crate::routing::rules::{RawValue, RuleError};
 
 /// Largest limit accepted per window.
@@ -103,6 +103,75 @@ impl Rate {
     }
 }
 
+impl Rate {
+    /// Windows as an override stores them: "limit:per ms,limit:per ms".
+    pub fn encode(&self) -> String {
+        self.windows
+            .iter()
+            .map(|w| format!("{}:{}", w.limit, w.per_ms))
+            .collect::<Vec<_>>()
+            .join(RATE_OVERRIDE_SEPARATOR)
+    }
+
+    /// Windows written as on the command line, "5/1,10000/86400" (limit/seconds), checked as the option is.
+    pub fn parse_text(label: &str, text: &str) -> Result<Self, RuleError> {
+        let windows = text
+            .split(RATE_OVERRIDE_SEPARATOR)
+            .map(|part| {
+                let (limit, per) = part.split_once('/').unwrap_or((part, ""));
+                let value = |s: &str| {
+                    if s.trim().is_empty() {
+                        RawValue::Missing
+                    } else {
+                        RawValue::Str(s.trim().to_string())
+                    }
+                };
+                RawWindow {
+                    limit: value(limit),
+                    per: value(per),
+                    unknown_keys: vec![],
+                }
+            })
+            .collect();
+        Rate::parse(
+            label,
+            &RawRate {
+                windows,
+                key: RawValue::Missing,
+                shape_error: None,
+                inspect: text.to_string(),
+            },
+        )
+    }
+}
+
+/// Stored override windows (as [`Rate::encode`] wrote them); `None` for anything else.
+pub fn stored_windows(stored: &[u8]) -> Option<Vec<Window>> {
+    let text = std::str::from_utf8(stored).ok()?;
+    let windows: Option<Vec<Window>> = text
+        .split(RATE_OVERRIDE_SEPARATOR)
+        .map(|part| {
+            let (limit, per) = part.split_once(':')?;
+            Some(Window {
+                limit: limit.parse().ok()?,
+                per_ms: per.parse().ok()?,
+            })
+        })
+        .collect();
+    windows.filter(|w| !w.is_empty() && w.iter().all(|w| w.limit >= 1 && w.per_ms >= 1))
+}
+
+/// The hash of a tag's runtime rate overrides (field -> windows).
+pub fn overrides_key(tag: &[u8]) -> Vec<u8> {
+    [
+        RATE_LIMITS_PREFIX.as_bytes(),
+        tag.len().to_string().as_bytes(),
+        b":",
+        tag,
+    ]
+    .concat()
+}
+
 fn number(v: &RawValue) -> Option<Result<f64, ()>> {
     match v {
         RawValue::Missing | RawValue::Nil => None,
@@ -145,6 +214,38 @@ mod tests {
         let rate = Rate::parse("J", &r).unwrap();
         assert_eq!(rate.flat(), vec![2, 1000, 10_000, 86_400_000, 3, 250]);
         assert_eq!(rate.key_method.as_deref(), Some("shop_id"));
+    }
+
+    #[test]
+    fn overrides_read_from_text_encode_and_decode() {
+        let rate =
+            Rate::parse_text("Sidekiq::FairTenant.rates", "5/1, 10000/86400,3/0.25").unwrap();
+        assert_eq!(rate.encode(), "5:1000,10000:86400000,3:250");
+        assert_eq!(
+            stored_windows(rate.encode().as_bytes()),
+            Some(rate.windows.clone())
+        );
+        assert_eq!(stored_windows(b"5:0"), None);
+        assert_eq!(stored_windows(b"five"), None);
+        assert_eq!(
+            overrides_key(b"t:acme"),
+            format!("{RATE_LIMITS_PREFIX}6:t:acme").into_bytes()
+        );
+        for (text, reason) in [
+            ("5", "window 1: per"),
+            ("0/1", "window 1: limit"),
+            ("5/1,x/2", "window 2: limit"),
+            ("", "window 1: limit"),
+        ] {
+            let msg = Rate::parse_text("Sidekiq::FairTenant.rates", text)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.starts_with("Sidekiq::FairTenant.rates: invalid fair_tenant_rate"),
+                "{msg}"
+            );
+            assert!(msg.contains(reason), "{reason}: {msg}");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "sidekiq/fair_tenant/cli/cli_rated"
+
 module Sidekiq
   module FairTenant
     # Plain-text tables for the `sidekiq-fair_tenant` command.
@@ -13,13 +15,18 @@ module Sidekiq
           stats --fair [QUEUE] [--limit N --offset N] [--json]
                                       fair queues: backlog, in flight; a queue's tenants: waiting,
                                       oldest wait, weight, running/limit; its capped tenants:
-                                      running/limit, static or elastic, in force or lifted
+                                      running/limit, static or elastic, in force or lifted; its
+                                      rate-capped tenants: windows, next start
           stats --concurrency [--json]
                                       concurrency scopes: running/limit, parked, oldest parked
           limits list                 runtime concurrency limits
           limits get    (--tenant NAME [--queue QUEUE] | --key KEY)
           limits set    (--tenant NAME [--queue QUEUE] | --key KEY) LIMIT
           limits delete (--tenant NAME [--queue QUEUE] | --key KEY)
+          rates list                  runtime rate windows (replace fair_tenant_rate's)
+          rates get    (--tenant NAME [--queue QUEUE] | --key KEY)
+          rates set    (--tenant NAME [--queue QUEUE] | --key KEY) LIMIT/SECONDS[,LIMIT/SECONDS...]
+          rates delete (--tenant NAME [--queue QUEUE] | --key KEY)
           weights list                tenants' weights in fair queues (default 1; 0 pauses)
           weights get    --tenant NAME [--queue QUEUE]
           weights set    --tenant NAME [--queue QUEUE] WEIGHT
@@ -75,7 +82,7 @@ module Sidekiq
           lines << "#{t[:tenant]}\twaiting #{t[:backlog]}\toldest #{t[:oldest_age]}s\tweight #{weight}\t" \
                    "running #{t[:running]}/#{t[:limit] || "-"}"
         end
-        lines.concat(capped(result)).join("\n")
+        lines.concat(capped(result)).concat(CLIRated.lines(result)).join("\n")
       end
 
       def capped(result)
@@ -98,8 +105,9 @@ module Sidekiq
 
       def fair_summary(queue)
         "#{queue[:queue]}\twaiting #{queue[:backlog]}\tstartable #{queue[:startable]}\tpaused #{queue[:paused]}" \
-          "\theld #{queue[:held]}\tin flight #{queue[:in_flight]}\ttenants #{queue[:tenants]}" \
-          "\tcapped #{queue[:capped_tenants]}"
+          "\theld #{queue[:held]}\trate-held #{queue[:rate_held]}\tin flight #{queue[:in_flight]}" \
+          "\ttenants #{queue[:tenants]}" \
+          "\tcapped #{queue[:capped_tenants]}\trate-capped #{queue[:rated_tenants]}"
       end
 
       def weights(weights)

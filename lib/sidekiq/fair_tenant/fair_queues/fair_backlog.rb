@@ -131,10 +131,13 @@ module Sidekiq
       end
 
       # Waiting jobs by what a free thread may do with them: start (`startable`, elastic over-limit tenants'
-      # included), not while their tenant is paused (`paused`), not while a static cap holds it (`held`).
+      # included), not while their tenant is paused (`paused`), not while a static cap holds it (`held`), not
+      # before a rate window lets it (`rate_held`). backlog = startable + paused + held + rate_held.
       def counts(conn, queue, backlog)
-        paused, _, held, = FairQueues.run(conn, "held", [], [FairQueues.base(queue), HELD_MAX]).map(&:to_i)
-        { startable: [backlog - paused - held, 0].max, paused: paused, held: held }
+        paused, _, held, _, _, _, rated, rated_tenants =
+          FairQueues.run(conn, "held", [], [FairQueues.base(queue), HELD_MAX]).map(&:to_i)
+        { startable: [backlog - paused - held - rated, 0].max, paused: paused, held: held, rate_held: rated,
+          rated_tenants: rated_tenants }
       end
     end
   end

@@ -5,17 +5,20 @@ module Sidekiq
     # What fair queues hold right now, read from Sidekiq's Redis (where they live):
     #
     #   stats = Sidekiq::FairTenant.fair_stats
-    #   stats.queues      # => [{queue: "imports", backlog: 120, startable: 100, paused: 20, held: 0, in_flight: 8,
-    #                     #      tenants: 3, capped_tenants: 1}, ...]
-    #   stats.queue("imports", limit: 50, offset: 0, capped_limit: 50)
-    #   # => {queue:, backlog:, startable:, paused:, held:, in_flight:, tenants: 3,
+    #   stats.queues      # => [{queue: "imports", backlog: 120, startable: 100, paused: 20, held: 0, rate_held: 0,
+    #                     #      rated_tenants: 0, in_flight: 8, tenants: 3, capped_tenants: 1}, ...]
+    #   stats.queue("imports", limit: 50, offset: 0, capped_limit: 50, rated_limit: 50)
+    #   # => {queue:, backlog:, startable:, paused:, held:, rate_held:, rated_tenants:, in_flight:, tenants: 3,
     #   #     page: [{tenant: "acme", backlog: 100, oldest_age: 12.5,
     #   #      weight: 1.0, paused: false, running: 5, limit: 2}, ...],  (oldest waiting job first)
     #   #     capped_tenants: 1, capped: [{tenant: "acme", running: 2, limit: 2, elastic: false, in_force: true,
-    #   #      waiting: 100, scope: {tenant: "acme", queue: "imports"}}, ...]}  (lowest start tag first)
+    #   #      waiting: 100, scope: {tenant: "acme", queue: "imports"}}, ...],  (lowest start tag first)
+    #   #     rated: [{tenant: "acme", windows: [{limit: 2, per: 1.0, starts: 2}], next_start_in: 0.4,
+    #   #      waiting: 100, scope: {tenant: "acme", queue: "imports"}}, ...]}  (soonest first)
     #
     # `backlog` counts every waiting job; of them, `paused` are paused tenants' (weight 0), `held` those of
-    # tenants a static `fair_tenant_concurrency` cap holds back now, `startable` the rest (a free thread may
+    # tenants a static `fair_tenant_concurrency` cap holds back now, `rate_held` those of tenants waiting for a
+    # `fair_tenant_rate` window (`rated_tenants` counts those tenants), `startable` the rest (a free thread may
     # start them; an elastic cap's over-limit tenants included, which spare threads serve).
     #
     # In `page`, `running` counts the tenant's jobs in flight from that queue; `limit` is its runtime
@@ -27,6 +30,11 @@ module Sidekiq
     # cap is `elastic` and `in_force`. A static cap is in force while the tenant is listed; an elastic one while
     # tenants under their limits wait, and lifted (`in_force: false`) while the tenant runs past its limit on
     # threads nobody else needs.
+    #
+    # `rated` lists the tenants out of the rotation until a rate window lets their next job start (at most
+    # `rated_limit`): that job's scope, its windows (`per` in seconds) with the starts each counts now,
+    # `next_start_in` (seconds until the tenant rejoins the rotation; nil: never, until the windows change),
+    # and its waiting jobs.
     class FairStats
       MAX_PAGE = 1_000
       ROWS = 250 # tenant rows per round trip of a page (a longer page takes several, so a row may repeat)
@@ -57,16 +65,14 @@ module Sidekiq
         end
       end
 
-      def queue(name, offset: 0, limit: 50, capped_limit: 50)
-        offset = Integer(offset)
-        limit = Integer(limit)
-        capped_limit = Integer(capped_limit)
-        if offset.negative? || !limit.between?(1, MAX_PAGE) || !capped_limit.between?(1, MAX_PAGE)
-          raise ArgumentError, "offset must be >= 0, limit and capped_limit 1..#{MAX_PAGE}, " \
-                               "got #{offset}, #{limit}, #{capped_limit}"
+      def queue(name, offset: 0, limit: 50, capped_limit: 50, rated_limit: 50)
+        offset, limit, capped_limit, rated_limit = [offset, limit, capped_limit, rated_limit].map { |v| Integer(v) }
+        if offset.negative? || [limit, capped_limit, rated_limit].any? { |v| !v.between?(1, MAX_PAGE) }
+          raise ArgumentError, "offset must be >= 0, limit, capped_limit and rated_limit 1..#{MAX_PAGE}, " \
+                               "got #{offset}, #{limit}, #{capped_limit}, #{rated_limit}"
         end
 
-        Sidekiq.redis { |conn| page(conn, name.to_s, offset, limit, capped_limit) }
+        Sidekiq.redis { |conn| page(conn, name.to_s, offset, limit, [capped_limit, rated_limit]) }
       end
 
       private
@@ -75,23 +81,39 @@ module Sidekiq
         conn.call("ZCARD", FairQueues.key(queue, suffix)).to_i
       end
 
-      def page(conn, name, offset, limit, capped_limit)
-        backlog, waiting, rows, capped_count, capped = stats_call(conn, name, offset, limit, capped_limit)
-        while rows.size < limit && (more = stats_call(conn, name, offset + rows.size, limit - rows.size, 0)[2]).any?
-          rows.concat(more)
-        end
+      def page(conn, name, offset, limit, lists)
+        backlog, waiting, rows, capped_count, capped, _, rated = stats_call(conn, name, offset, limit, lists)
+        more_rows(conn, name, offset, limit, rows)
         running = in_flight(conn).fetch(name, {})
         now = Time.now.to_f
         { queue: name, backlog: backlog.to_i, **FairBacklog.counts(conn, name, backlog.to_i),
           in_flight: running.values.sum, tenants: waiting.to_i,
           page: rows.map { |row| tenant_row(name, row, running, now) },
-          capped_tenants: capped_count.to_i, capped: capped.map { |row| capped_row(row) } }
+          capped_tenants: capped_count.to_i, capped: capped.map { |row| capped_row(row) },
+          rated: rated.map { |row| rated_row(row) } }
       end
 
-      # One call of the stats script: at most ROWS tenant rows (and `capped_limit` capped tenants).
-      def stats_call(conn, name, offset, limit, capped_limit)
+      # One call of the stats script: at most ROWS tenant rows (and the capped and rated tenants `lists` asks).
+      def stats_call(conn, name, offset, limit, lists)
         FairQueues.run(conn, "stats", [FairQueues::WEIGHTS_KEY],
-                       [FairQueues.base(name), name, offset, [limit, ROWS].min, capped_limit])
+                       [FairQueues.base(name), name, offset, [limit, ROWS].min, *lists])
+      end
+
+      # Rows past the first call's, until `limit` or the last tenant.
+      def more_rows(conn, name, offset, limit, rows)
+        while rows.size < limit
+          more = stats_call(conn, name, offset + rows.size, limit - rows.size, [0, 0])[2]
+          break if more.empty?
+
+          rows.concat(more)
+        end
+      end
+
+      def rated_row(row)
+        tenant, due, waiting, scope, windows = row
+        { tenant: tenant, next_start_in: due.to_i.negative? ? nil : due.to_i / 1000.0, waiting: waiting.to_i,
+          windows: windows.map { |lim, per, starts| { limit: lim.to_i, per: per.to_i / 1000.0, starts: starts.to_i } },
+          scope: FairStats.scope_hash(scope) }
       end
 
       def capped_row(row)

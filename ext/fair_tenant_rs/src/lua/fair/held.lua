@@ -1,10 +1,12 @@
 -- What of a fair queue's backlog no free thread may start now, for the stats: the jobs of paused tenants (in
 -- `paused`) and of tenants held back by a static cap (`capped`); apart, those of tenants over an elastic
--- cap (`over`: served only on threads no other tenant needs). Jobs are counted over the first `max` tenants
--- of each set (capped and over: lowest start tags first), tenants over all of them.
+-- cap (`over`: served only on threads no other tenant needs), and those of tenants waiting for a rate window
+-- (`rated`). Jobs are counted over the first `max` tenants
+-- of each set (capped and over: lowest start tags first; rated: soonest first), tenants over all of them.
 -- KEYS  (none)
 -- ARGV  base, max
--- Returns {paused jobs, paused tenants, held jobs, held tenants, over jobs, over tenants}.
+-- Returns {paused jobs, paused tenants, held jobs, held tenants, over jobs, over tenants, rated jobs,
+--          rated tenants}.
 local k = fair_keys(ARGV[1], '')
 local max = tonumber(ARGV[2])
 
@@ -38,4 +40,6 @@ end
 
 local held_jobs, held_tenants = tier(k.capped)
 local over_jobs, over_tenants = tier(k.over)
-return { jobs_of(paused), redis.call('SCARD', k.paused), held_jobs, held_tenants, over_jobs, over_tenants }
+local rated_jobs, rated_tenants = tier(k.rated)
+return { jobs_of(paused), redis.call('SCARD', k.paused), held_jobs, held_tenants, over_jobs, over_tenants,
+         rated_jobs, rated_tenants }

@@ -107,7 +107,16 @@ local function rate_of(job, at)
     r = ok and type(decoded) == 'table' and decoded[K_RATE_FIELD]
   end
   if type(r) ~= 'table' or type(r[1]) ~= 'string' or type(r[2]) ~= 'string' then return nil end
-  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], windows = {} }
+  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], tag = r[1], sub = r[2], windows = {} }
+  -- A runtime override (Rates: the scope's own field, else the tag's K_ALL_SCOPES) replaces the job's windows.
+  local over = redis.call('HMGET', K_RATE_LIMITS_PREFIX .. #r[1] .. ':' .. r[1], r[2], K_ALL_SCOPES)
+  local text = over[1] or over[2]
+  if text then
+    r = { r[1], r[2] }
+    for limit, per in string.gmatch(text, '(%d+):(%d+)') do
+      r[#r + 1], r[#r + 2] = limit, per
+    end
+  end
   for i = 3, #r - 1, 2 do
     local limit, per = tonumber(r[i]), tonumber(r[i + 1])
     if limit and per and per >= 1 then rate.windows[#rate.windows + 1] = { limit, per } end

@@ -1,13 +1,17 @@
 -- One page of a fair queue's waiting tenants, oldest waiting job first, and its capped tenants.
 -- KEYS  weights
--- ARGV  base, queue, offset, limit, capped (most capped tenants listed; default 50)
+-- ARGV  base, queue, offset, limit, capped (most capped tenants listed; default 50), rated (most rate-held
+--       tenants listed; default 0)
 -- Returns {backlog, waiting tenants, {tenant, oldest enqueue time, jobs, weight or false, paused 0/1}...,
---          capped tenants, {tenant, running, limit, elastic 0/1, in force 0/1, jobs, scope}...}.
+--          capped tenants, {tenant, running, limit, elastic 0/1, in force 0/1, jobs, scope}...,
+--          rated tenants, {tenant, ms until it may start (-1: never), jobs, scope, {limit, per ms, starts}...}...}.
 -- Capped tenants are those of `capped` (a static cap: in force while there) and `over` (an elastic cap: in
 -- force while a tenant under its limit is ready, lifted while it runs on spare threads), lowest start tag
 -- first. Running and limit are those of the scope of the tenant's next job (running: holders whose lease has
 -- not expired, as the slot stats count them), false when that job carries no slot; scope is
 -- {'tenant', tenant, queue}, {'key', key} or false.
+-- Rated tenants are those of `rated` (waiting for a rate window), soonest first: the windows of their next
+-- job's scope with the starts each counts now (as the fetch counts them), false when that job carries none.
 local k = fair_keys(ARGV[1], KEYS[1])
 local queue = ARGV[2]
 local offset, limit = tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -52,5 +56,29 @@ for i = 1, math.min(#held, capped_max) do
                           redis.call('LLEN', list), scope }
 end
 
+local rated = {}
+local rated_max = math.max(tonumber(ARGV[6]) or 0, 0)
+if rated_max > 0 then
+  local members = redis.call('ZRANGE', k.rated, 0, rated_max - 1, 'WITHSCORES')
+  for i = 1, #members, 2 do
+    local tenant = member_tenant(members[i])
+    local list = k.prefix .. tenant
+    local rate = rate_of(redis.call('LINDEX', list, 0))
+    local due = members[i + 1] == 'inf' and -1 or math.max(math.ceil(tonumber(members[i + 1]) - now), 0)
+    local windows, scope = {}, false
+    if rate then
+      local at, _, read = rate_check(rate)
+      for _, w in ipairs(rate.windows) do
+        local starts = 0
+        for _, b in ipairs(read[w[2]] or {}) do starts = starts + b[2] end
+        windows[#windows + 1] = { w[1], w[2], starts }
+      end
+      if due >= 0 and at > now then due = math.max(math.ceil(tonumber(members[i + 1]) - at), 0) end
+      scope = scope_of(rate)
+    end
+    rated[#rated + 1] = { tenant, due, redis.call('LLEN', list), scope, windows }
+  end
+end
+
 return { tonumber(redis.call('HGET', k.state, K_STATE_N)) or 0, redis.call('ZCARD', k.heads), rows,
-         redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped }
+         redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped, redis.call('ZCARD', k.rated), rated }

@@ -1,0 +1,68 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    # Runtime rate overrides for `fair_tenant_rate`, changed without a deploy, as Limits are for concurrency. An
+    # override replaces the windows of the jobs whose scope it names (a per-queue override beats a tenant-wide
+    # one); jobs without `fair_tenant_rate` are not capped by it. It takes effect at once: tenants waiting for a
+    # rate window in the fair queues rejoin the rotation and the next fetch checks them under the new windows.
+    # The starts already counted stay counted. Stored in Sidekiq's Redis, beside the fair queues.
+    #
+    #   rates = Sidekiq::FairTenant.rates
+    #   rates.set([{ limit: 5, per: 1 }, { limit: 10_000, per: 86_400 }], tenant: "acme")  # or "5/1,10000/86400"
+    #   rates.set([{ limit: 2, per: 1 }], tenant: "acme", queue: "default")
+    #   rates.set("2/1", key: "shop-42")                # a `key:` scope
+    #   rates.get(tenant: "acme")                       # => [{limit: 5, per: 1.0}, ...] (nil: not overridden)
+    #   rates.delete(tenant: "acme")                    # back to the class's windows
+    #   rates.list                                      # => [{tenant: "acme", queue: nil, windows: [...]}, ...]
+    class Rates
+      INDEX_KEY = Native::Rate.overrides_index_key.freeze
+
+      # Returns how many waiting tenants were brought back into the rotation to be checked again.
+      def set(windows, tenant: nil, queue: nil, key: nil)
+        write(*target(tenant, queue, key), Native::Rate.for_override(windows).encoded)
+      end
+
+      def get(tenant: nil, queue: nil, key: nil)
+        tag, field = target(tenant, queue, key)
+        Native::Rate.stored(Sidekiq.redis { |conn| conn.call("HGET", Native::Rate.overrides_key(tag), field) })
+      end
+
+      def delete(tenant: nil, queue: nil, key: nil)
+        write(*target(tenant, queue, key), "")
+      end
+
+      def list
+        entries = Sidekiq.redis do |conn|
+          conn.call("SMEMBERS", INDEX_KEY).flat_map do |tag|
+            pairs(conn.call("HGETALL", Native::Rate.overrides_key(tag))).map { |field, value| [tag, field, value] }
+          end
+        end
+        Native::Rate.override_targets(entries)
+      end
+
+      private
+
+      def write(tag, field, value)
+        Sidekiq.redis do |conn|
+          queues = (conn.call("SMEMBERS", "queues") | FairQueues.names).sort
+          FairQueues.run(conn, "set_rate", [Native::Rate.overrides_key(tag), INDEX_KEY], [field, value, tag, *queues])
+        end
+      end
+
+      def pairs(reply)
+        reply.is_a?(Hash) ? reply.to_a : reply.each_slice(2).to_a
+      end
+
+      def target(tenant, queue, key)
+        if JobInfo.blank?(tenant) == JobInfo.blank?(key)
+          raise ArgumentError,
+                "give tenant: (optionally with queue:) or key:, got tenant: #{tenant.inspect}, key: #{key.inspect}"
+        end
+        raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
+
+        Native::Limits.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
+      end
+    end
+  end
+end

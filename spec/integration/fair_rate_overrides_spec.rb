@@ -1,0 +1,70 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/rated_fair"
+
+# Runtime rate overrides (FairTenant.rates): they replace a scope's windows from the next start on, and take
+# effect at once for tenants already waiting for a window.
+RSpec.describe "Runtime rate overrides" do
+  let(:rates) { Sidekiq::FairTenant.rates }
+  let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
+
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+
+  def rated_tenants = redis.zrange("#{base}rated", 0, -1).map { |member| member[16..] }
+  def tenant_of(unit) = JSON.parse(unit.job)["args"][0]
+
+  it "sets, gets, lists and deletes overrides, validated by the option's parser" do
+    expect(rates.set([{ limit: 5, per: 1 }, { limit: 10_000, per: 86_400 }], tenant: "acme")).to eq(0)
+    expect(rates.set("2/0.5", tenant: "acme", queue: "fair")).to eq(0)
+    expect(rates.set([{ "limit" => 3, "per" => 60 }], key: "shop-42")).to eq(0)
+    expect(rates.get(tenant: "acme")).to eq([{ limit: 5, per: 1.0 }, { limit: 10_000, per: 86_400.0 }])
+    expect(rates.get(tenant: "acme", queue: "fair")).to eq([{ limit: 2, per: 0.5 }])
+    expect(rates.list).to eq([{ key: "shop-42", windows: [{ limit: 3, per: 60.0 }] },
+                              { tenant: "acme", queue: nil, windows: [{ limit: 5, per: 1.0 },
+                                                                      { limit: 10_000, per: 86_400.0 }] },
+                              { tenant: "acme", queue: "fair", windows: [{ limit: 2, per: 0.5 }] }])
+    rates.delete(tenant: "acme")
+    expect(rates.get(tenant: "acme")).to be_nil
+
+    [["0/1", /window 1: limit must be an Integer >= 1/], ["5", /window 1: per must be/],
+     [[{ limit: 2, per: 1, every: 2 }], /unknown key "every"/], [{ limit: 2, per: 1, key: :shop }, /take no key/]]
+      .each do |windows, reason|
+        expect { rates.set(windows, tenant: "acme") }
+          .to raise_error(ArgumentError, /\ASidekiq::FairTenant\.rates: /) { |e| expect(e.message).to match(reason) }
+      end
+    expect { rates.set("1/1", tenant: "a", key: "b") }.to raise_error(ArgumentError, /give tenant:/)
+  end
+
+  it "takes effect at once: a raised limit brings a held tenant back, which the next fetch serves" do
+    fetch, = RatedFair.build(jobs: 4) # L made its 2 starts in 3 s and waits in `rated`
+    expect(rated_tenants).to eq(["L"])
+
+    expect(rates.set([{ limit: 3, per: 3 }], tenant: "L", queue: "fair")).to eq(1)
+    expect(rated_tenants).to eq([])
+    expect(tenant_of(fetch.retrieve_work.tap(&:acknowledge))).to eq("L") # the third start of 3
+    expect(fetch.retrieve_work).to be_nil # the fourth is over the new window: L waits again
+    expect(rated_tenants).to eq(["L"])
+    row = Sidekiq::FairTenant.fair_stats.queue("fair")[:rated].first
+    expect(row).to include(tenant: "L", windows: [{ limit: 3, per: 3.0, starts: 3 }])
+    fetch.flush_acks
+  end
+
+  it "a lowered limit holds a tenant from its next start; deleting it gives back the class's windows" do
+    rates.set("1/3", tenant: "L")
+    fetch, units = RatedFair.build(jobs: 3)
+    expect(units.map { |u| tenant_of(u) }.sort).to eq(%w[L M]) # one start of L, not the class's two
+    expect(rated_tenants).to eq(["L"])
+
+    expect(rates.delete(tenant: "L")).to eq(1) # back to 2 in 3 s: L may make its second start now
+    expect(tenant_of(fetch.retrieve_work.tap(&:acknowledge))).to eq("L")
+    expect(fetch.retrieve_work).to be_nil
+    expect(rated_tenants).to eq(["L"])
+    fetch.flush_acks
+  end
+end
