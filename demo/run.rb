@@ -384,4 +384,4 @@ $boot_lines.each do |mode, lines| # rubocop:disable Style/GlobalVars
 end
 titles = results.keys.to_h { |mode| [mode, caps[mode] ? "#{mode} (at most #{caps[mode]} running per tenant)" : mode] }
 Demo::Chart.draw(results, o[:out], Demo::Summary.method(:tenant_class), titles) if results.any?
-Demo::RateChart.draw(results, o[:out], Demo::CAPPED_TENANT, o[:rate_limit]) if rated
+Demo::RateChart.draw(results, o[:out], Demo::CAPPED_TENANT, o[:rate_limit], RATE_MODES) if rated
