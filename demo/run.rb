@@ -378,7 +378,7 @@ if (RULE_MODES & results.keys).any?
 end
 puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES,
                                 caps: caps, rule_modes: RULE_MODES, mixed: mixed,
-                                rate: rated && { modes: RATE_MODES, limit: o[:rate_limit] }).lines
+                                rate: rated ? { modes: RATE_MODES, limit: o[:rate_limit] } : nil).lines
 $boot_lines.each do |mode, lines| # rubocop:disable Style/GlobalVars
   lines.each { |line| puts "sidekiq log (#{mode}): #{line}" }
 end
