@@ -2,7 +2,8 @@
 
 # Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
 # the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
-# tenants and backlog grow, by job count against by worker time (bench/fair_time.rb), a capped tenant's extra work,
+# tenants and backlog grow, by job count against by worker time (bench/fair_time.rb), rate-capped tenants
+# (bench/rate_cost.rb), a capped tenant's extra work,
 # the drain table (bench/drain.rb), recovery housekeeping
 # (bench/fleet_housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
 FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
@@ -164,7 +165,12 @@ puts format("  %9s %9s %12s %12s %12s", "tenants", "waiting", "round trips", "Re
 end
 redis.flushdb
 require_relative "fair_time"
-FairTimeBench.print(FairTimeBench.run)
+BenchSummary.figures[:time] = FairTimeBench.run
+FairTimeBench.print(BenchSummary.figures[:time])
+redis.flushdb
+require_relative "rate_cost"
+BenchSummary.figures[:rate] = RateCostBench.run
+RateCostBench.print(BenchSummary.figures[:rate])
 Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fair bench_fair_slow bench_fetch] }
 redis.flushdb
 

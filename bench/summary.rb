@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require_relative "cost_rows"
+
 # bin/bench's closing table: each target of issue 22 against the figure this run measured, met or missed computed
 # from the figures. `figures` is filled by bench/fair.rb as the parts run; a part that did not run shows "not run".
 module BenchSummary
@@ -13,7 +15,8 @@ module BenchSummary
 
   # [target, figure text, met?] rows.
   def rows
-    push_rows + drain_rows + server_rows + [capped_row, flat_row, housekeeping_row, longest_row, floor_row]
+    push_rows + drain_rows + server_rows + [capped_row, flat_row, housekeeping_row, longest_row, floor_row] +
+      CostRows.rows(figures)
   end
 
   # Not a target: what the least fair, reliable fetch in a Redis function costs against BRPOP (bench/fetch_floor.rb).
@@ -99,7 +102,7 @@ module BenchSummary
 
   def print
     puts
-    puts "summary: issue 22's targets, ratios to stock Sidekiq measured in this run"
+    puts "summary: issue 22's targets (and issue 23's costs), ratios to stock Sidekiq measured in this run"
     puts format("| %-86s | %-58s | %-6s |", "target", "this run", "")
     puts "|#{"-" * 88}|#{"-" * 60}|#{"-" * 8}|"
     rows.each do |target, figure, met|

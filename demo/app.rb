@@ -20,6 +20,9 @@ module Demo
   # Running jobs per tenant in the capped fair_fetch modes; bin/demo sets it from --slot-limit (2).
   CAP_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_CAP_LIMIT", "2"))
   SLOT_LEASE = 60
+  # The rate-capped scenario: this tenant's jobs carry a rate cap of RATE_LIMIT starts a second (--rate-limit).
+  CAPPED_TENANT = "capped"
+  RATE_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_RATE_LIMIT", "5"))
   # The second rule of the fair_fetch+rules and +reroute modes: past this many jobs a minute, default_superslow.
   SUPERSLOW_THRESHOLD = 5 * THROTTLE_THRESHOLD
   # The queues of those modes, as a sidekiq-fair_tenant user configured them (all three fair, in those modes).
@@ -115,10 +118,19 @@ module Demo
                     fair_tenant_queues: RULES.map { |rule| rule.merge(from_fair_queue: true) }
   end
 
+  # FairFetchJob with at most RATE_LIMIT starts in any second per tenant (and queue), on the fair queue: a tenant
+  # whose next start would exceed it leaves the rotation until it may start. Only the capped tenant's jobs use it.
+  class RateCappedJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false, fair_tenant_rate: [{ limit: RATE_LIMIT, per: 1 }]
+  end
+
   JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob,
            "fair_fetch" => FairFetchJob, "fair_fetch+elastic" => FairFetchElasticJob,
            "fair_fetch+static" => FairFetchStaticJob, "fair_fetch+rules" => RulesFairJob,
-           "fair_fetch+reroute" => RerouteFairJob, "fair_fetch+time" => FairFetchJob }.freeze
+           "fair_fetch+reroute" => RerouteFairJob, "fair_fetch+time" => FairFetchJob,
+           "fair_fetch+rate" => FairFetchJob }.freeze
 end
 
 Sidekiq.configure_server do |config|

@@ -9,7 +9,8 @@ module Demo
 
     module_function
 
-    def tenant_class(tenant) = tenant.start_with?("greedy") ? "greedy" : "small"
+    # A tenant's class by its name: greedy..., capped... (rate-capped), else small.
+    def tenant_class(tenant) = %w[greedy capped].find { |c| tenant.start_with?(c) } || "small"
     def of_class(records, klass) = records.select { |r| tenant_class(r["tenant"]) == klass }
     def waits(records) = records.map { |r| r["started_at"] - r["enqueued_at"] }
 
@@ -33,6 +34,27 @@ module Demo
       spent = by_tenant.transform_values { |rs| worker_time(rs, from, to) }
       total = spent.values.sum
       total.positive? ? spent.transform_values { |t| t / total } : nil
+    end
+
+    # The capped tenant's starts: { count:, most: in any 1 s window, tightest: the shortest span of limit + 1 of
+    # them (nil if fewer), rate: starts/s after its first `limit` (a burst), over the span of its starts }; nil
+    # without two starts.
+    def rate_figures(records, limit)
+      starts = of_class(records, "capped").map { |r| r["started_at"] }.sort
+      return nil if starts.size < 2
+
+      span = starts.last - starts.first
+      { count: starts.size, most: Report.most_in_window(starts, 1.0),
+        tightest: starts.each_cons(limit + 1).map { |s| s.last - s.first }.min,
+        rate: span.positive? ? (starts.size - [limit, starts.size - 1].min) / span : nil }
+    end
+
+    # [thread-seconds idle while jobs of tenants not capped waited, the longest such stretch, thread-seconds]
+    def idle_figures(records, threads)
+      idle, longest = Report.idle_while_waiting(records, records.reject { |r| tenant_class(r["tenant"]) == "capped" },
+                                                threads)
+      span = records.map { |r| r["finished_at"] }.max - records.map { |r| r["enqueued_at"] }.min
+      [idle, longest, threads * span]
     end
 
     # Run time of the jobs started from `from` to `to`.

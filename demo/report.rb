@@ -29,14 +29,48 @@ module Demo
     # the records with "started_at" and "finished_at" replaced by the simulated ones. fifo: all jobs as one
     # tenant's, first in first out (plain Sidekiq without its overhead). time: fair by worker time (a fair
     # queue's `time` mode: each job charged its tenant's mean run time so far, corrected when it ends).
-    def ideal(records, threads, fifo: false, time: false)
+    # rates: { tenant => [limit, per_ms, ...] }, tenants held to rate windows (a rate cap: skipped until they may
+    # start).
+    def ideal(records, threads, fifo: false, time: false, rates: {})
       jobs = records.map do |r|
         [fifo ? "" : r["tenant"], r["enqueued_at"], [r["finished_at"] - r["started_at"], 0.0].max]
       end
-      starts = Sidekiq::FairTenant::Native::Fair.simulate_by(jobs, threads, time)
+      fair = Sidekiq::FairTenant::Native::Fair
+      starts = if rates.empty? || fifo
+                 fair.simulate_by(jobs, threads, time)
+               else
+                 fair.simulate_rated(jobs, threads, time, rates.to_a)
+               end
       records.zip(jobs, starts).map do |r, (_, _, duration), start|
         r.merge("started_at" => start, "finished_at" => start + duration)
       end
+    end
+
+    # The most of these times in any window (t - width, t], to a microsecond (epoch seconds as floats are exact
+    # to about a quarter of one). times: sorted.
+    def most_in_window(times, width)
+      from = 0
+      times.each_index.map do |i|
+        from += 1 while times[from] <= times[i] - width + 1e-6
+        i - from + 1
+      end.max || 0
+    end
+
+    # Thread-seconds idle while jobs of `waiting` were enqueued and not started (at most one thread per waiting
+    # job), and the longest stretch with such an idle thread: `records` are all the jobs (busy threads).
+    def idle_while_waiting(records, waiting, threads)
+      events = records.flat_map { |r| [[r["started_at"], :busy, 1], [r["finished_at"], :busy, -1]] } +
+               waiting.flat_map { |r| [[r["enqueued_at"], :waiting, 1], [r["started_at"], :waiting, -1]] }
+      count = { busy: 0, waiting: 0 }
+      idle = longest = stretch = 0.0
+      events.sort_by(&:first).each_cons(2) do |(at, kind, delta), (upto, _, _)|
+        count[kind] += delta
+        free = [threads - count[:busy], count[:waiting]].min.clamp(0, threads)
+        stretch = free.positive? ? stretch + (upto - at) : 0.0
+        idle += free * (upto - at)
+        longest = [longest, stretch].max
+      end
+      [idle, longest]
     end
 
     # First enqueue to last finish; nil for no records.

@@ -18,6 +18,7 @@ require "json"
 require "logger"
 require "optparse"
 require_relative "chart"
+require_relative "rate_chart"
 require_relative "report"
 require_relative "summary"
 
@@ -40,26 +41,44 @@ MODES = {
                           "three fair queues, and Sidekiq's queue weights pick the queue a thread tries first",
   "fair_fetch+time" => "fair fetch by worker time (fair_queues default:time): a tenant's virtual time advances by " \
                        "its jobs' run time (its mean charged at the fetch, the measured time corrected at the " \
-                       "acknowledgement), not by their count"
+                       "acknowledgement), not by their count",
+  "fair_fetch+rate" => "fair fetch, the tenant \"capped\" held to --rate-limit starts a second (fair_tenant_rate: " \
+                       "[{ limit:, per: 1 }] on its jobs' class): over its window it leaves the rotation until it " \
+                       "may start; the other tenants are uncapped"
 }.freeze
 MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch", "elastic" => "fair_fetch+elastic",
                  "static" => "fair_fetch+static", "rules" => "fair_fetch+rules",
-                 "reroute" => "fair_fetch+reroute", "time" => "fair_fetch+time" }.freeze
+                 "reroute" => "fair_fetch+reroute", "time" => "fair_fetch+time",
+                 "rate" => "fair_fetch+rate" }.freeze
 # Modes whose queues are fair queues; among them those whose job class has a cap (fair_tenant_concurrency), and
 # those whose job class has re-routing rules (their queues: Demo::RULE_QUEUES).
 FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static fair_fetch+rules fair_fetch+reroute
-                fair_fetch+time].freeze
+                fair_fetch+time fair_fetch+rate].freeze
 TIME_MODES = %w[fair_fetch+time].freeze
 RULE_MODES = %w[fair_fetch+rules fair_fetch+reroute].freeze
+RATE_MODES = %w[fair_fetch+rate].freeze
 CAP_MODES = %w[fair_fetch+elastic fair_fetch+static].freeze
 CAP_LIMIT_DEFAULT = 2
-SCENARIOS = %w[mega-merchant two-megas long-jobs mixed-durations].freeze
+SCENARIOS = %w[mega-merchant two-megas long-jobs mixed-durations rate-capped].freeze
 MIXED = "mixed-durations"
+RATED = "rate-capped"
 # mixed-durations: the fast greedy tenant's jobs are this much shorter, and it enqueues this many times more.
 MIXED_RATIO = 10
 
+def rate_options(parser, options)
+  parser.on("--rate-limit N", Integer, "rate-capped: the capped tenant's starts a second (default 5)") do |v|
+    options[:rate_limit] = v
+  end
+  parser.on("--capped-jobs N", Integer, "rate-capped: the capped tenant's jobs (default 9 s of its limit)") do |v|
+    options[:capped_jobs] = v
+  end
+end
+
+MODES_HELP = "comma-separated, any of #{MODES.keys.join(",")} (default all but fair_fetch+time and +rate; " \
+             "mixed-durations: plain,fair_fetch,fair_fetch+time; rate-capped: plain,fair_fetch,fair_fetch+rate; " \
+             "#{MODE_ALIASES.map { |short, mode| "#{short} = #{mode}" }.join(", ")})".freeze
 options = { scenario: "mega-merchant", jobs: nil, threads: 10, job_ms: nil, small_tenants: 20, seed: 1,
-            slot_limit: nil, modes: nil, out: File.join(ROOT, "tmp/demo") }
+            slot_limit: nil, modes: nil, out: File.join(ROOT, "tmp/demo"), rate_limit: 5, capped_jobs: nil }
 OptionParser.new do |o|
   o.banner = "Usage: bin/demo [options]"
   o.on("--scenario NAME", SCENARIOS, "#{SCENARIOS.join("|")} (default mega-merchant)") { |v| options[:scenario] = v }
@@ -72,13 +91,12 @@ OptionParser.new do |o|
     options[:small_tenants] = v
   end
   o.on("--seed N", Integer, "random seed (default 1)") { |v| options[:seed] = v }
+  rate_options(o, options)
   o.on("--slot-limit N", Integer, "running jobs per tenant: fair_tenant+slots (default threads - 1), " \
                                   "fair_fetch+elastic and +static (default #{CAP_LIMIT_DEFAULT})") do |v|
     options[:slot_limit] = v
   end
-  o.on("--modes LIST", Array, "comma-separated, any of #{MODES.keys.join(",")} (default all but " \
-                              "fair_fetch+time; mixed-durations: plain,fair_fetch,fair_fetch+time; " \
-                              "#{MODE_ALIASES.map { |short, mode| "#{short} = #{mode}" }.join(", ")})") do |v|
+  o.on("--modes LIST", Array, MODES_HELP) do |v|
     options[:modes] = v.map { |m| MODE_ALIASES.fetch(m, m) }.uniq
   end
   o.on("--out DIR", "chart and logs directory (default tmp/demo)") { |v| options[:out] = File.expand_path(v) }
@@ -87,14 +105,21 @@ OptionParser.new do |o|
   MODES.each { |mode, text| o.separator format("    %-19s %s", mode, text) }
 end.parse!
 mixed = options[:scenario] == MIXED
-options[:jobs] ||= { "long-jobs" => 300, MIXED => 150 }.fetch(options[:scenario], 3000)
-options[:job_ms] ||= %w[long-jobs mixed-durations].include?(options[:scenario]) ? 200.0 : 20.0
-options[:modes] ||= mixed ? %w[plain fair_fetch fair_fetch+time] : MODES.keys - TIME_MODES
+rated = options[:scenario] == RATED
+options[:jobs] ||= { "long-jobs" => 300, MIXED => 150, RATED => 2000 }.fetch(options[:scenario], 3000)
+options[:job_ms] ||= { "long-jobs" => 200.0, MIXED => 200.0, RATED => 50.0 }.fetch(options[:scenario], 20.0)
+options[:capped_jobs] ||= 9 * options[:rate_limit]
+options[:modes] ||= if mixed then %w[plain fair_fetch fair_fetch+time]
+                    elsif rated then %w[plain fair_fetch fair_fetch+rate]
+                    else
+                      MODES.keys - TIME_MODES - RATE_MODES
+                    end
 options[:cap_limit] = options[:slot_limit] || CAP_LIMIT_DEFAULT
 options[:slot_limit] ||= [options[:threads] - 1, 1].max
 unknown = options[:modes] - MODES.keys
 abort "bin/demo: unknown mode(s) #{unknown.join(", ")}; known: #{MODES.keys.join(", ")}" if unknown.any?
 abort "bin/demo: --slot-limit must be at least 1" unless options[:slot_limit].positive?
+abort "bin/demo: --rate-limit must be at least 1" unless options[:rate_limit].positive?
 
 require_relative "../spec/support/redis_server"
 unless ENV["REDIS_URL"]
@@ -106,6 +131,7 @@ ENV["SIDEKIQ_FAIR_TENANT_REDIS_URL"] = ENV.fetch("REDIS_URL")
 # Read by demo/app.rb, here and in Sidekiq.
 ENV["FAIR_TENANT_DEMO_SLOT_LIMIT"] = options[:slot_limit].to_s
 ENV["FAIR_TENANT_DEMO_CAP_LIMIT"] = options[:cap_limit].to_s
+ENV["FAIR_TENANT_DEMO_RATE_LIMIT"] = options[:rate_limit].to_s
 require "sidekiq"
 require "sidekiq/fair_tenant"
 unless Sidekiq::FairTenant::Native::Fair.respond_to?(:simulate)
@@ -129,6 +155,7 @@ def schedule(opts)
   n = opts[:jobs]
   return long_jobs_schedule(opts, small, rng) if opts[:scenario] == "long-jobs"
   return mixed_schedule(opts, small) if opts[:scenario] == MIXED
+  return rated_schedule(opts, small, rng) if opts[:scenario] == RATED
 
   # Half a second after the greedy burst, or sooner when the burst's backlog is shorter than 2 s.
   late = [0.5, n * opts[:job_ms] / 1000.0 / opts[:threads] / 4].min
@@ -157,7 +184,21 @@ def mixed_schedule(opts, small)
   [greedy, [small.map { |t| [1.0, t, fast] }]]
 end
 
-def enqueue(job_class, phases, job_ms)
+# A greedy backlog of about (jobs x job length / threads) seconds and the capped tenant's backlog, both at once;
+# small tenants trickle in meanwhile.
+def rated_schedule(opts, small, rng)
+  duration = opts[:jobs] * opts[:job_ms] / 1000.0 / opts[:threads]
+  trickle = small.map { |t| [0.5 + (rng.rand * [duration - 1.0, 0.5].max), t] }.sort_by(&:first)
+  [[Array.new(opts[:jobs]) { [0.0, "greedy"] }, Array.new(opts[:capped_jobs]) { [0.0, Demo::CAPPED_TENANT] },
+    trickle]]
+end
+
+# The class a tenant's jobs are pushed with: the capped tenant's carry the rate cap in the rate modes.
+def job_class(mode, tenant)
+  RATE_MODES.include?(mode) && tenant == Demo::CAPPED_TENANT ? Demo::RateCappedJob : Demo::JOBS.fetch(mode)
+end
+
+def enqueue(mode, phases, job_ms)
   phases.each do |streams|
     t0 = now
     streams.map do |stream|
@@ -165,7 +206,7 @@ def enqueue(job_class, phases, job_ms)
         stream.each do |offset, tenant, ms|
           delay = t0 + offset - now
           sleep(delay) if delay.positive?
-          job_class.set(fair_tenant: tenant).perform_async(tenant, now, ms || job_ms)
+          job_class(mode, tenant).set(fair_tenant: tenant).perform_async(tenant, now, ms || job_ms)
         end
       end
     end.each(&:join)
@@ -256,6 +297,13 @@ ensure
   $stderr.puts
 end
 
+# A minute, plus three times the jobs' work spread over the threads (and the capped tenant's pace, twice).
+def timeout_for(mode, phases, opts)
+  work = phases.flatten(1).sum { |stream| stream.sum { |_, _, ms| ms || opts[:job_ms] } } / 1000.0
+  paced = RATE_MODES.include?(mode) ? 2.0 * opts[:capped_jobs] / opts[:rate_limit] : 0
+  60 + (3.0 * work / opts[:threads]) + paced
+end
+
 def run_mode(mode, opts)
   flush
   log = File.join(opts[:out], "sidekiq-#{mode}.log")
@@ -264,9 +312,8 @@ def run_mode(mode, opts)
   phases = schedule(opts)
   total = phases.flatten(1).sum(&:size)
   warn "== #{mode}: #{total} jobs"
-  enqueue(Demo::JOBS.fetch(mode), phases, opts[:job_ms])
-  work = phases.flatten(1).sum { |stream| stream.sum { |_, _, ms| ms || opts[:job_ms] } }
-  wait_for(total, 60 + (3.0 * work / 1000 / opts[:threads]))
+  enqueue(mode, phases, opts[:job_ms])
+  wait_for(total, timeout_for(mode, phases, opts))
   records = redis.lrange(Demo::RECORDS_KEY, 0, -1).map { |r| JSON.parse(r) }
   File.write(File.join(opts[:out], "records-#{mode}.json"), JSON.generate(records)) # for a closer look
   stop_process_group(pid)
@@ -300,8 +347,10 @@ rescue Interrupt
 ensure
   stop_sidekiqs
 end
+rates = ->(mode) { RATE_MODES.include?(mode) ? { Demo::CAPPED_TENANT => [options[:rate_limit], 1000] } : {} }
 results = results.to_h do |mode, records|
-  [mode, [records, Demo::Report.ideal(records, options[:threads], time: TIME_MODES.include?(mode))]]
+  [mode,
+   [records, Demo::Report.ideal(records, options[:threads], time: TIME_MODES.include?(mode), rates: rates.call(mode))]]
 end
 
 o = options
@@ -310,6 +359,11 @@ if mixed
   puts format("mixed-durations: greedy-slow %d jobs of %g ms and greedy-fast %d of %g ms, both at once; small " \
               "tenants' jobs %g ms, a second later", o[:jobs], o[:job_ms], o[:jobs] * MIXED_RATIO,
               o[:job_ms] / MIXED_RATIO, o[:job_ms] / MIXED_RATIO)
+end
+if rated
+  puts format("rate-capped: greedy %d jobs and %s %d jobs (fair_fetch+rate: at most %d starts in any 1 s), both at " \
+              "once; %d small tenants trickle in; %g ms jobs", o[:jobs], Demo::CAPPED_TENANT, o[:capped_jobs],
+              o[:rate_limit], o[:small_tenants], o[:job_ms])
 end
 puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs, %d threads, seed %d, " \
             "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds), " \
@@ -323,9 +377,11 @@ if (RULE_MODES & results.keys).any?
               Demo::THROTTLE_THRESHOLD, Demo::SUPERSLOW_THRESHOLD)
 end
 puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES,
-                                caps: caps, rule_modes: RULE_MODES, mixed: mixed).lines
+                                caps: caps, rule_modes: RULE_MODES, mixed: mixed,
+                                rate: rated ? { modes: RATE_MODES, limit: o[:rate_limit] } : nil).lines
 $boot_lines.each do |mode, lines| # rubocop:disable Style/GlobalVars
   lines.each { |line| puts "sidekiq log (#{mode}): #{line}" }
 end
 titles = results.keys.to_h { |mode| [mode, caps[mode] ? "#{mode} (at most #{caps[mode]} running per tenant)" : mode] }
 Demo::Chart.draw(results, o[:out], Demo::Summary.method(:tenant_class), titles) if results.any?
+Demo::RateChart.draw(results, o[:out], Demo::CAPPED_TENANT, o[:rate_limit], RATE_MODES) if rated

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "rate_lines"
 require_relative "records"
 require_relative "report"
 require_relative "targets"
@@ -15,9 +16,10 @@ module Demo
 
     # results: { mode => [measured records, ideal records] }; modes: { mode => description }; caps: { mode =>
     # running jobs per tenant } of the capped fair_fetch modes; rule_modes: the modes whose jobs have re-routing
-    # rules (their records name the queue each job ran from).
-    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: [], mixed: false) # rubocop:disable Metrics/ParameterLists
+    # rules (their records name the queue each job ran from); rate: { modes:, limit: } in the rate-capped scenario.
+    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: [], mixed: false, rate: nil) # rubocop:disable Metrics/ParameterLists
       @mixed = mixed
+      @rate = rate
       @results = results
       @threads = threads
       @two_megas = two_megas
@@ -26,13 +28,13 @@ module Demo
       @rule_modes = rule_modes
       @plain_greedy = results["plain"] && greedy_total(results["plain"].first)
       @targets = Targets.new(results, threads: threads, two_megas: two_megas, caps: caps, rule_modes: rule_modes,
-                                      mixed: mixed)
+                                      mixed: mixed, rate: rate)
     end
 
     def lines
       out = header_lines
       @results.each { |mode, (records, ideal)| out.concat(mode_lines(mode, records, ideal)) }
-      targeted = %w[fair_fetch fair_fetch+time] + (@caps.keys & @results.keys) + @rule_modes
+      targeted = %w[fair_fetch fair_fetch+time] + @caps.keys + @rule_modes + (@rate&.fetch(:modes) || [])
       out.concat((targeted & @results.keys).map { |mode| @targets.line(mode) })
     end
 
@@ -51,6 +53,7 @@ module Demo
         out << "ideal of #{Targets::TIME}: the same, fair by worker time (each job charged its tenant's mean run " \
                "time so far, corrected by its duration when it ends)"
       end
+      out.concat(RateLines.header(@rate[:modes] & @results.keys, @rate[:limit])) if @rate
       out
     end
 
@@ -60,6 +63,7 @@ module Demo
       out << greedy_line(mode, records, ideal)
       out << jain_line(mode, records, ideal) if @two_megas
       out << shares_line(mode, records, ideal) if @mixed
+      out.concat(RateLines.summary(mode, records, ideal, @rate[:limit], @threads)) if @rate
       out << queues_line(mode, records) if @rule_modes.include?(mode)
       out
     end

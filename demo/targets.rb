@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require_relative "rate_lines"
 require_relative "records"
 
 module Demo
@@ -25,8 +26,9 @@ module Demo
 
     # results: { mode => [measured records, ideal records] }; caps: { mode => running jobs per tenant };
     # rule_modes: the modes whose jobs have re-routing rules from their fair queue "default".
-    def initialize(results, threads:, two_megas:, caps:, rule_modes: [], mixed: false) # rubocop:disable Metrics/ParameterLists
+    def initialize(results, threads:, two_megas:, caps:, rule_modes: [], mixed: false, rate: nil) # rubocop:disable Metrics/ParameterLists
       @mixed = mixed
+      @rate = rate
       @results = results
       @threads = threads
       @two_megas = two_megas
@@ -44,13 +46,25 @@ module Demo
       checks << check("small p95 / ideal", small_p95.call(records), small_p95.call(ideal),
                       target && SMALL_P95_TARGET)
       checks << greedy_check(records, ideal, target && GREEDY_TOTAL_TARGET)
-      checks << jain_check(records, mode != REROUTE) if @two_megas
-      checks << shares_check(records, mode == TIME) if @mixed
-      checks.concat(cap_checks(mode, records)) if @caps.key?(mode)
-      "#{mode} targets: #{checks.join("; ")}"
+      "#{mode} targets: #{(checks + scenario_checks(mode, records)).join("; ")}"
     end
 
     private
+
+    # What a scenario or a mode adds: Jain's index, worker-time shares, caps, rate caps.
+    def scenario_checks(mode, records)
+      checks = []
+      checks << jain_check(records, mode != REROUTE) if @two_megas
+      checks << shares_check(records, mode == TIME) if @mixed
+      checks.concat(cap_checks(mode, records)) if @caps.key?(mode)
+      checks.concat(rate_checks(records)) if @rate&.fetch(:modes)&.include?(mode)
+      checks
+    end
+
+    def rate_checks(records)
+      base = %w[fair_fetch plain].find { |mode| @results.key?(mode) }
+      RateLines.checks(records, @rate[:limit], @threads, base && [base, @results[base].first])
+    end
 
     # Jobs that ran from another queue than their class's own, fair "default": none without from_fair_queue.
     def rerouted_check(mode, records)

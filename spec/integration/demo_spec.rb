@@ -78,6 +78,69 @@ RSpec.describe "bin/demo" do
     end
   end
 
+  describe "rate caps" do
+    it "counts the most times in any window and the threads idle while jobs waited" do
+      expect(Demo::Report.most_in_window([0.0, 0.5, 0.99, 1.0, 1.5, 3.0], 1.0)).to eq(3)
+      expect(Demo::Report.most_in_window([], 1.0)).to eq(0)
+      job = lambda { |at, from, to, thread|
+        { "enqueued_at" => at, "started_at" => from, "finished_at" => to, "thread" => thread }
+      }
+      # Two threads; b waits from 1.0 to 2.0 while the second thread is free from 1.5: 0.5 thread-s, one stretch.
+      records = [job.call(0, 0, 3, 1), job.call(0, 0, 1.5, 2), job.call(1.0, 2.0, 2.5, 2)]
+      idle, longest = Demo::Report.idle_while_waiting(records, records, 2)
+      expect([idle, longest]).to eq([0.5, 0.5])
+      expect(Demo::Report.idle_while_waiting(records, records.first(2), 2)).to eq([0.0, 0.0])
+    end
+
+    it "simulates a rate-capped tenant skipped until its window lets it start, the others served meanwhile" do
+      records = Array.new(12) do
+        { "tenant" => "capped", "enqueued_at" => 10.0, "started_at" => 10.0, "finished_at" => 10.01 }
+      end +
+                Array.new(40) do
+                  { "tenant" => "greedy", "enqueued_at" => 10.0, "started_at" => 10.0, "finished_at" => 10.1 }
+                end
+      ideal = Demo::Report.ideal(records, 2, rates: { "capped" => [5, 1000] })
+      capped = ideal.select { |r| r["tenant"] == "capped" }.map { |r| r["started_at"] }.sort
+      expect(Demo::Report.most_in_window(capped, 1.0)).to eq(5)
+      expect(capped.last - capped.first).to be >= 2.0
+      uncapped = Demo::Report.ideal(records, 2).select { |r| r["tenant"] == "capped" }.map { |r| r["started_at"] }
+      expect(Demo::Report.most_in_window(uncapped.sort, 1.0)).to eq(12)
+      expect { Sidekiq::FairTenant::Native::Fair.simulate_rated([["a", 0.0, 1.0]], 1, false, [["a", [0, 1000]]]) }
+        .to raise_error(ArgumentError, /rate of a/)
+    end
+  end
+
+  it "runs rate-capped: a tenant capped at 5 starts a second beside uncapped ones, against plain and its ideal" do
+    Dir.mktmpdir("fair-tenant-demo") do |out|
+      root = File.expand_path("../..", __dir__)
+      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
+      cmd = [File.join(root, "bin/demo"), "--scenario", "rate-capped", "--jobs", "150", "--capped-jobs", "10",
+             "--job-ms", "10", "--small-tenants", "3", "--threads", "4", "--modes", "plain,rate", "--out", out]
+      stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
+      expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
+
+      expect(stdout).to include("rate-capped: greedy 150 jobs and capped 10 jobs (fair_fetch+rate: at most 5 starts")
+      expect(stdout).to match(/^ideal of fair_fetch\+rate: the same, the capped tenant skipped/)
+      %w[plain fair_fetch+rate].each do |mode|
+        expect(stdout).to match(/^#{Regexp.escape(mode)} +capped: 10 starts, most in any 1 s window \d+ \(ideal \d+\)/)
+        expect(stdout).to match(/^#{Regexp.escape(mode)} +idle threads while uncapped jobs waited: \d+\.\d+ thread-s/)
+      end
+      expect(stdout).to match(/^fair_fetch\+rate +capped: 10 starts, most in any 1 s window \d+ \(ideal 5\)/)
+      window = /capped most in any 1 s window \d+ \(<= 5: (met|missed); start times recorded in the job/
+      share = %r{capped \d+\.\d+ starts/s = \d+\.\d% of its limit \(95-105%: (met|missed)\)}
+      idle = /idle while uncapped jobs waited .* \(plain \d+\.\d+%, .*: (met|missed)\)/
+      expect(stdout).to match(/^fair_fetch\+rate targets: small p95 .*; #{window}.*; #{share}; #{idle}$/)
+      expect(stderr.scan(%r{\] 169/169 jobs}).size).to eq(2)
+      records = JSON.parse(File.read(File.join(out, "records-fair_fetch+rate.json")))
+      starts = records.select { |r| r["tenant"] == "capped" }.map { |r| r["started_at"] }.sort
+      expect(starts.size).to eq(10)
+      # Held back at all: 10 starts at 5 a second span about a second (plain's run at once).
+      expect(starts.last - starts.first).to be > 0.5
+      expect(File.read(File.join(out, "sidekiq-fair_fetch+rate.log"))).not_to match(/error/i)
+      expect(File).to exist(File.join(out, "rate.dat"))
+    end
+  end
+
   it "runs a small demo end to end in all six modes, each against its simulated ideal" do
     Dir.mktmpdir("fair-tenant-demo") do |out|
       root = File.expand_path("../..", __dir__)

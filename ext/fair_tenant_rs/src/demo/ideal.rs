@@ -2,12 +2,15 @@
 //! the same number of non-preemptive threads under start-time fair queueing ([`Sfq`], weights 1),
 //! simulated event by event. Work-conserving: whenever a thread is free and a job has arrived, the next
 //! job in fair order starts. A measured run is judged against this schedule (GUIDE §10), never against a
-//! closed formula, which a real run can beat.
+//! closed formula, which a real run can beat. Rate caps (`fair_tenant_rate`, [`simulate_rated`]): a tenant whose
+//! next start would exceed a window leaves the rotation until its instant ([`RateState`], the scripts' rule), then
+//! comes back at max(its tag, V).
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashMap};
 
-use crate::fair::Sfq;
+use crate::fair::rate::{RateState, Window};
+use crate::fair::{Sfq, Tag};
 
 /// A time with a total order (simulated times are finite).
 #[derive(Debug, Clone, Copy, PartialEq, PartialOrd)]
@@ -36,6 +39,26 @@ pub fn simulate_by<T: AsRef<str>>(
     threads: usize,
     time: bool,
 ) -> Result<Vec<f64>, String> {
+    simulate_rated::<T, &str>(jobs, threads, time, &[])
+}
+
+/// [`simulate_by`], the tenants in `rates` held to their windows (scope: the tenant; times in seconds, the
+/// windows in ms): a tenant whose next start would exceed a window is skipped, out of the rotation, until
+/// the earliest instant it may start, and rejoins at max(its start tag, V) with its activation.
+pub fn simulate_rated<T: AsRef<str>, R: AsRef<str>>(
+    jobs: &[(T, f64, f64)],
+    threads: usize,
+    time: bool,
+    rates: &[(R, Vec<Window>)],
+) -> Result<Vec<f64>, String> {
+    if let Some((t, _)) = (rates.iter())
+        .find(|(_, ws)| ws.is_empty() || ws.iter().any(|w| w.limit == 0 || w.per_ms == 0))
+    {
+        return Err(format!(
+            "rate of {}: at least one window, each limit and per at least 1",
+            t.as_ref()
+        ));
+    }
     if threads == 0 {
         return Err("threads must be at least 1".into());
     }
@@ -48,6 +71,31 @@ pub fn simulate_by<T: AsRef<str>>(
             "job {i}: the arrival must be a finite number and the duration a finite number >= 0"
         ));
     }
+    let rates: HashMap<&str, &[Window]> = (rates.iter())
+        .map(|(t, ws)| (t.as_ref(), ws.as_slice()))
+        .collect();
+    // With rate windows, times relative to the first arrival: whole ms stay exact in f64.
+    let origin = match jobs.iter().map(|j| j.1).reduce(f64::min) {
+        Some(first) if !rates.is_empty() => first,
+        _ => 0.0,
+    };
+    let shifted: Vec<(&str, f64, f64)> = (jobs.iter())
+        .map(|(t, a, d)| (t.as_ref(), a - origin, *d))
+        .collect();
+    let starts = serve(&shifted, threads, time, &rates);
+    Ok(starts.into_iter().map(|s| s + origin).collect())
+}
+
+/// The event loop of [`simulate_rated`], on valid input.
+fn serve(
+    jobs: &[(&str, f64, f64)],
+    threads: usize,
+    time: bool,
+    rates: &HashMap<&str, &[Window]>,
+) -> Vec<f64> {
+    let mut states: HashMap<String, RateState> = HashMap::new();
+    // Tenants out of the rotation until their instant (ms): (instant, start tag, activation, tenant).
+    let mut held: Vec<(u64, f64, u64, String)> = Vec::new();
     let mut arrivals: Vec<usize> = (0..jobs.len()).collect();
     arrivals.sort_by(|&a, &b| jobs[a].1.total_cmp(&jobs[b].1).then(a.cmp(&b)));
     let mut arrivals = arrivals.into_iter().peekable();
@@ -57,14 +105,14 @@ pub fn simulate_by<T: AsRef<str>>(
     let mut running: BinaryHeap<Reverse<Running>> = BinaryHeap::with_capacity(threads);
     let mut now = match arrivals.peek() {
         Some(&first) => jobs[first].1,
-        None => return Ok(starts),
+        None => return starts,
     };
     loop {
         while let Some(&i) = arrivals.peek() {
             if jobs[i].1 > now {
                 break;
             }
-            sfq.push(jobs[i].0.as_ref(), i as u64);
+            sfq.push(jobs[i].0, i as u64);
             arrivals.next();
         }
         while running
@@ -76,10 +124,32 @@ pub fn simulate_by<T: AsRef<str>>(
             };
             if let Some(charged) = charged {
                 let ran = jobs[i].2 * 1000.0;
-                sfq.charge_back(jobs[i].0.as_ref(), seq, f64::from_bits(charged), ran);
+                sfq.charge_back(jobs[i].0, seq, f64::from_bits(charged), ran);
             }
         }
+        // Whole ms: a window is checked as of the ms begun, a start counted at the next (never earlier than made).
+        let check_ms = (now * 1000.0 + 1e-6).floor() as u64;
+        let record_ms = (now * 1000.0 - 1e-6).ceil() as u64;
+        held.retain(|(due, tag, seq, tenant)| {
+            let back = *due <= check_ms;
+            if back {
+                sfq.ready
+                    .insert((Tag(tag.max(sfq.v)), *seq), tenant.clone());
+            }
+            !back
+        });
         while running.len() < threads {
+            if let Some((&at, tenant)) = sfq.ready.iter().next() {
+                if let Some(windows) = rates.get(tenant.as_str()) {
+                    let state = states.entry(tenant.clone()).or_default();
+                    if let Some(due) = state.due(windows, check_ms) {
+                        held.push((due, at.0 .0, at.1, tenant.clone()));
+                        sfq.ready.remove(&at);
+                        continue;
+                    }
+                    state.record(windows, record_ms);
+                }
+            }
             let Some((_, job, seq, charged)) = sfq.pop_charged() else {
                 break;
             };
@@ -90,11 +160,14 @@ pub fn simulate_by<T: AsRef<str>>(
         }
         let next_arrival = arrivals.peek().map(|&i| jobs[i].1);
         let next_end = running.peek().map(|Reverse((At(end), ..))| *end);
-        now = match (next_arrival, next_end) {
-            (Some(a), Some(e)) => a.min(e),
-            (Some(a), None) => a,
-            (None, Some(e)) => e,
-            (None, None) => return Ok(starts),
+        let next_due = held.iter().map(|h| h.0 as f64 / 1000.0).reduce(f64::min);
+        now = match [next_arrival, next_end, next_due]
+            .into_iter()
+            .flatten()
+            .reduce(f64::min)
+        {
+            Some(next) => next,
+            None => return starts,
         };
     }
 }
@@ -254,6 +327,89 @@ mod tests {
             let share = spent("slow") / (spent("slow") + spent("fast"));
             assert!((low..=high).contains(&share), "time {time}: slow {share}");
         }
+    }
+
+    #[test]
+    fn a_rate_capped_tenant_never_exceeds_its_window_and_leaves_no_thread_idle_for_the_others() {
+        // Capped at 5 a second with 60 jobs of 20 ms; a greedy tenant backlogged throughout; small ones late.
+        let mut jobs = vec![("capped", 0.0, 0.02); 60];
+        jobs.extend(vec![("greedy", 0.0, 0.05); 2000]);
+        for k in 0..30 {
+            jobs.push((["s1", "s2", "s3"][k % 3], 1.0 + k as f64 * 0.2, 0.02));
+        }
+        let rates = [(
+            "capped",
+            vec![Window {
+                limit: 5,
+                per_ms: 1000,
+            }],
+        )];
+        let starts = simulate_rated(&jobs, 10, false, &rates).unwrap();
+        let mut capped: Vec<f64> = (jobs.iter().zip(&starts))
+            .filter(|((t, _, _), _)| *t == "capped")
+            .map(|(_, s)| *s)
+            .collect();
+        capped.sort_by(f64::total_cmp);
+        for (i, &t) in capped.iter().enumerate() {
+            let inside = capped[..=i].iter().filter(|&&s| s > t - 1.0 + 1e-9).count();
+            assert!(inside <= 5, "{inside} starts in the second before {t}");
+        }
+        // After the first burst of 5, at least 20/21 of the limit (buckets), at most the limit.
+        let rate = (capped.len() - 5) as f64 / (capped[capped.len() - 1] - capped[0]);
+        assert!((5.0 * 20.0 / 21.0..=5.0 + 1e-9).contains(&rate), "{rate}/s");
+        // Uncapped jobs never wait while a thread is free.
+        let mut events: Vec<f64> = (jobs.iter().zip(&starts))
+            .flat_map(|((_, a, d), s)| [*a, *s, s + d])
+            .collect();
+        events.sort_by(f64::total_cmp);
+        events.dedup();
+        for w in events.windows(2) {
+            let mid = (w[0] + w[1]) / 2.0;
+            let waiting = (jobs.iter().zip(&starts))
+                .any(|((t, a, _), s)| *t != "capped" && *a <= mid && mid < *s);
+            assert!(
+                !waiting || running_at(&jobs, &starts, mid) == 10,
+                "idle at {mid}"
+            );
+        }
+        // Uncapped, the same tenant runs its jobs at once.
+        let free = simulate(&jobs, 10).unwrap();
+        let last = |s: &[f64]| {
+            (jobs.iter().zip(s))
+                .filter(|((t, _, _), _)| *t == "capped")
+                .map(|(_, s)| *s)
+                .fold(0.0, f64::max)
+        };
+        assert!(
+            last(&free) < 2.0 && last(&starts) > 11.0,
+            "{} {}",
+            last(&free),
+            last(&starts)
+        );
+    }
+
+    #[test]
+    fn a_rate_capped_tenant_alone_waits_for_its_instant() {
+        let jobs = vec![("r", 100.0, 0.01); 4];
+        let rates = [(
+            "r",
+            vec![Window {
+                limit: 2,
+                per_ms: 1000,
+            }],
+        )];
+        let starts = simulate_rated(&jobs, 2, true, &rates).unwrap();
+        assert_eq!(starts, vec![100.0, 100.0, 101.0, 101.0]);
+        let bad = [(
+            "r",
+            vec![Window {
+                limit: 0,
+                per_ms: 1000,
+            }],
+        )];
+        assert!(simulate_rated(&jobs, 2, false, &bad)
+            .unwrap_err()
+            .contains("rate of r"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ pub mod caps;
 mod formats;
 #[cfg(test)]
 mod lockstep;
-#[cfg(test)]
+#[cfg(any(test, feature = "bench"))]
 pub mod rate;
 pub mod rules;
 
@@ -37,7 +37,9 @@ pub use keys::*;
 pub use modes::{check_queue, fair_mode, parse_fair_queue, FairMode};
 pub use recovery::*;
 pub use scripts::{library, script, FairLibrary, FairScript};
+#[cfg(test)]
+pub(crate) use sfq::Place;
 #[cfg(any(test, feature = "bench"))]
 pub use sfq::Sfq;
-#[cfg(test)]
-pub(crate) use sfq::{Place, Tag};
+#[cfg(any(test, feature = "bench"))]
+pub(crate) use sfq::Tag;

@@ -1,9 +1,10 @@
 //! What only `bin/demo` and `bin/bench` call, defined with the cargo feature `bench`:
-//! `Client#noop_eval`, `Router#route_args` and `Fair.simulate`.
+//! `Client#noop_eval`, `Router#route_args` and `Fair.simulate` (`simulate_by`, `simulate_rated`).
 
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, TypedData};
 
 use crate::demo::{ideal, noop};
+use crate::fair::rate::Window;
 use crate::routing::router;
 use crate::ruby_api::client::RbClient;
 use crate::ruby_api::helpers::convert::bytes;
@@ -51,11 +52,35 @@ fn simulate_by(
     ideal::simulate_by(&jobs, threads, time).map_err(|e| argument_error(ruby, e))
 }
 
+/// `Fair.simulate_rated(jobs, threads, time, [[tenant, [limit, per_ms, ...]], ...])`: as `simulate_by`, those
+/// tenants held to their rate windows.
+fn simulate_rated(
+    ruby: &Ruby,
+    jobs: Vec<(String, f64, f64)>,
+    threads: usize,
+    time: bool,
+    rates: Vec<(String, Vec<u64>)>,
+) -> Result<Vec<f64>, Error> {
+    let rates: Vec<(String, Vec<Window>)> = (rates.into_iter())
+        .map(|(tenant, flat)| {
+            let windows = (flat.chunks(2))
+                .map(|w| Window {
+                    limit: w[0],
+                    per_ms: w.get(1).copied().unwrap_or(0),
+                })
+                .collect();
+            (tenant, windows)
+        })
+        .collect();
+    ideal::simulate_rated(&jobs, threads, time, &rates).map_err(|e| argument_error(ruby, e))
+}
+
 pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     RbClient::class(ruby).define_method("noop_eval", magnus::method!(noop_eval, 1))?;
     RbRouter::class(ruby).define_method("route_args", magnus::method!(route_args, 5))?;
     let fair = native.define_module("Fair")?;
     fair.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
     fair.define_singleton_method("simulate_by", magnus::function!(simulate_by, 3))?;
+    fair.define_singleton_method("simulate_rated", magnus::function!(simulate_rated, 4))?;
     Ok(())
 }
