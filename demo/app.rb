@@ -21,7 +21,7 @@ module Demo
   CAP_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_CAP_LIMIT", "2"))
   SLOT_LEASE = 60
   # The rate-capped scenario: this tenant's jobs carry a rate cap of RATE_LIMIT starts a second (--rate-limit).
-  CAPPED_TENANT = "capped"
+  CAPPED_TENANT = "limited-shop"
   RATE_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_RATE_LIMIT", "5"))
   # The second rule of the fair_fetch+rules and +reroute modes: past this many jobs a minute, default_superslow.
   SUPERSLOW_THRESHOLD = 5 * THROTTLE_THRESHOLD

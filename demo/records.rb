@@ -9,8 +9,8 @@ module Demo
 
     module_function
 
-    # A tenant's class by its name: greedy..., capped... (rate-capped), else small.
-    def tenant_class(tenant) = %w[greedy capped].find { |c| tenant.start_with?(c) } || "small"
+    # A tenant's class by its name: greedy..., limited... (the rate-capped tenant), else small.
+    def tenant_class(tenant) = %w[greedy limited].find { |c| tenant.start_with?(c) } || "small"
     def of_class(records, klass) = records.select { |r| tenant_class(r["tenant"]) == klass }
     def waits(records) = records.map { |r| r["started_at"] - r["enqueued_at"] }
 
@@ -40,7 +40,7 @@ module Demo
     # them (nil if fewer), rate: starts/s after its first `limit` (a burst), over the span of its starts }; nil
     # without two starts.
     def rate_figures(records, limit)
-      starts = of_class(records, "capped").map { |r| r["started_at"] }.sort
+      starts = of_class(records, "limited").map { |r| r["started_at"] }.sort
       return nil if starts.size < 2
 
       span = starts.last - starts.first
@@ -51,7 +51,7 @@ module Demo
 
     # [thread-seconds idle while jobs of tenants not capped waited, the longest such stretch, thread-seconds]
     def idle_figures(records, threads)
-      idle, longest = Report.idle_while_waiting(records, records.reject { |r| tenant_class(r["tenant"]) == "capped" },
+      idle, longest = Report.idle_while_waiting(records, records.reject { |r| tenant_class(r["tenant"]) == "limited" },
                                                 threads)
       span = records.map { |r| r["finished_at"] }.max - records.map { |r| r["enqueued_at"] }.min
       [idle, longest, threads * span]

@@ -42,9 +42,9 @@ MODES = {
   "fair_fetch+time" => "fair fetch by worker time (fair_queues default:time): a tenant's virtual time advances by " \
                        "its jobs' run time (its mean charged at the fetch, the measured time corrected at the " \
                        "acknowledgement), not by their count",
-  "fair_fetch+rate" => "fair fetch, the tenant \"capped\" held to --rate-limit starts a second (fair_tenant_rate: " \
-                       "[{ limit:, per: 1 }] on its jobs' class): over its window it leaves the rotation until it " \
-                       "may start; the other tenants are uncapped"
+  "fair_fetch+rate" => "fair fetch, the tenant \"limited-shop\" held to --rate-limit starts a second " \
+                       "(fair_tenant_rate: [{ limit:, per: 1 }] on its jobs' class): over its window it leaves the " \
+                       "rotation until it may start; the other tenants are uncapped"
 }.freeze
 MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch", "elastic" => "fair_fetch+elastic",
                  "static" => "fair_fetch+static", "rules" => "fair_fetch+rules",

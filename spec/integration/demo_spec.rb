@@ -94,16 +94,16 @@ RSpec.describe "bin/demo" do
 
     it "simulates a rate-capped tenant skipped until its window lets it start, the others served meanwhile" do
       records = Array.new(12) do
-        { "tenant" => "capped", "enqueued_at" => 10.0, "started_at" => 10.0, "finished_at" => 10.01 }
+        { "tenant" => "limited-shop", "enqueued_at" => 10.0, "started_at" => 10.0, "finished_at" => 10.01 }
       end +
                 Array.new(40) do
                   { "tenant" => "greedy", "enqueued_at" => 10.0, "started_at" => 10.0, "finished_at" => 10.1 }
                 end
-      ideal = Demo::Report.ideal(records, 2, rates: { "capped" => [5, 1000] })
-      capped = ideal.select { |r| r["tenant"] == "capped" }.map { |r| r["started_at"] }.sort
+      ideal = Demo::Report.ideal(records, 2, rates: { "limited-shop" => [5, 1000] })
+      capped = ideal.select { |r| r["tenant"] == "limited-shop" }.map { |r| r["started_at"] }.sort
       expect(Demo::Report.most_in_window(capped, 1.0)).to eq(5)
       expect(capped.last - capped.first).to be >= 2.0
-      uncapped = Demo::Report.ideal(records, 2).select { |r| r["tenant"] == "capped" }.map { |r| r["started_at"] }
+      uncapped = Demo::Report.ideal(records, 2).select { |r| r["tenant"] == "limited-shop" }.map { |r| r["started_at"] }
       expect(Demo::Report.most_in_window(uncapped.sort, 1.0)).to eq(12)
       expect { Sidekiq::FairTenant::Native::Fair.simulate_rated([["a", 0.0, 1.0]], 1, false, [["a", [0, 1000]]]) }
         .to raise_error(ArgumentError, /rate of a/)
@@ -119,7 +119,8 @@ RSpec.describe "bin/demo" do
       stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
       expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
 
-      expect(stdout).to include("rate-capped: greedy 150 jobs and capped 10 jobs (fair_fetch+rate: at most 5 starts")
+      expect(stdout).to include("rate-capped: greedy 150 jobs and limited-shop 10 jobs " \
+                                "(fair_fetch+rate: at most 5 starts")
       expect(stdout).to match(/^ideal of fair_fetch\+rate: the same, the capped tenant skipped/)
       %w[plain fair_fetch+rate].each do |mode|
         expect(stdout).to match(/^#{Regexp.escape(mode)} +capped: 10 starts, most in any 1 s window \d+ \(ideal \d+\)/)
@@ -132,7 +133,7 @@ RSpec.describe "bin/demo" do
       expect(stdout).to match(/^fair_fetch\+rate targets: small p95 .*; #{window}.*; #{share}; #{idle}$/)
       expect(stderr.scan(%r{\] 169/169 jobs}).size).to eq(2)
       records = JSON.parse(File.read(File.join(out, "records-fair_fetch+rate.json")))
-      starts = records.select { |r| r["tenant"] == "capped" }.map { |r| r["started_at"] }.sort
+      starts = records.select { |r| r["tenant"] == "limited-shop" }.map { |r| r["started_at"] }.sort
       expect(starts.size).to eq(10)
       # Held back at all: 10 starts at 5 a second span about a second (plain's run at once).
       expect(starts.last - starts.first).to be > 0.5
