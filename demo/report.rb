@@ -117,6 +117,22 @@ module Demo
       end
     end
 
+    # For each of `selected` (some of `records`, all jobs of a run on `threads` threads): how long after a thread
+    # was first free since its enqueue it started. A thread is free at the enqueue when fewer than `threads` jobs
+    # ran then, else at the first finish after it. What the scheduler and the fetch add to a job's wait once
+    # a thread could take it; the rest of the wait is the threads being busy. A job another waiting job took
+    # that thread from (a fair order) counts that too.
+    def past_free_thread(records, selected, threads)
+      starts = records.map { |r| r["started_at"] }.sort
+      finishes = records.map { |r| r["finished_at"] }.sort
+      selected.map do |r|
+        at = r["enqueued_at"]
+        running = count_upto(starts, at) - count_upto(finishes, at)
+        free = running < threads ? at : finishes[count_upto(finishes, at)] || at
+        [r["started_at"] - free, 0.0].max
+      end
+    end
+
     # Values <= x in a sorted list.
     def count_upto(sorted, value)
       sorted.bsearch_index { |v| v > value } || sorted.size

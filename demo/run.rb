@@ -72,13 +72,16 @@ def rate_options(parser, options)
   parser.on("--capped-jobs N", Integer, "rate-capped: the capped tenant's jobs (default 9 s of its limit)") do |v|
     options[:capped_jobs] = v
   end
+  parser.on("--spread F", Float, "rate-capped: job lengths uniform over --job-ms x (1 +- F) (default 0.5; 0: all " \
+                                 "equal, the threads then finish in step)") { |v| options[:spread] = v }
 end
 
 MODES_HELP = "comma-separated, any of #{MODES.keys.join(",")} (default all but fair_fetch+time and +rate; " \
              "mixed-durations: plain,fair_fetch,fair_fetch+time; rate-capped: plain,fair_fetch,fair_fetch+rate; " \
              "#{MODE_ALIASES.map { |short, mode| "#{short} = #{mode}" }.join(", ")})".freeze
 options = { scenario: "mega-merchant", jobs: nil, threads: 10, job_ms: nil, small_tenants: 20, seed: 1,
-            slot_limit: nil, modes: nil, out: File.join(ROOT, "tmp/demo"), rate_limit: 5, capped_jobs: nil }
+            slot_limit: nil, modes: nil, out: File.join(ROOT, "tmp/demo"), rate_limit: 5, capped_jobs: nil,
+            spread: 0.5 }
 OptionParser.new do |o|
   o.banner = "Usage: bin/demo [options]"
   o.on("--scenario NAME", SCENARIOS, "#{SCENARIOS.join("|")} (default mega-merchant)") { |v| options[:scenario] = v }
@@ -120,6 +123,7 @@ unknown = options[:modes] - MODES.keys
 abort "bin/demo: unknown mode(s) #{unknown.join(", ")}; known: #{MODES.keys.join(", ")}" if unknown.any?
 abort "bin/demo: --slot-limit must be at least 1" unless options[:slot_limit].positive?
 abort "bin/demo: --rate-limit must be at least 1" unless options[:rate_limit].positive?
+abort "bin/demo: --spread must be from 0 to 1" unless options[:spread].between?(0, 1)
 
 require_relative "../spec/support/redis_server"
 unless ENV["REDIS_URL"]
@@ -185,12 +189,14 @@ def mixed_schedule(opts, small)
 end
 
 # A greedy backlog of about (jobs x job length / threads) seconds and the capped tenant's backlog, both at once;
-# small tenants trickle in meanwhile.
+# small tenants trickle in meanwhile. Job lengths spread uniformly over job_ms x (1 +- spread), seeded.
 def rated_schedule(opts, small, rng)
   duration = opts[:jobs] * opts[:job_ms] / 1000.0 / opts[:threads]
   trickle = small.map { |t| [0.5 + (rng.rand * [duration - 1.0, 0.5].max), t] }.sort_by(&:first)
-  [[Array.new(opts[:jobs]) { [0.0, "greedy"] }, Array.new(opts[:capped_jobs]) { [0.0, Demo::CAPPED_TENANT] },
-    trickle]]
+  length = -> { opts[:job_ms] * (1 + (opts[:spread] * ((2 * rng.rand) - 1))) }
+  [[Array.new(opts[:jobs]) { [0.0, "greedy", length.call] },
+    Array.new(opts[:capped_jobs]) { [0.0, Demo::CAPPED_TENANT, length.call] },
+    trickle.map { |at, t| [at, t, length.call] }]]
 end
 
 # The class a tenant's jobs are pushed with: the capped tenant's carry the rate cap in the rate modes.
@@ -362,8 +368,8 @@ if mixed
 end
 if rated
   puts format("rate-capped: greedy %d jobs and %s %d jobs (fair_fetch+rate: at most %d starts in any 1 s), both at " \
-              "once; %d small tenants trickle in; %g ms jobs", o[:jobs], Demo::CAPPED_TENANT, o[:capped_jobs],
-              o[:rate_limit], o[:small_tenants], o[:job_ms])
+              "once; %d small tenants trickle in; jobs of %g ms +- %d%% (uniform)", o[:jobs], Demo::CAPPED_TENANT,
+              o[:capped_jobs], o[:rate_limit], o[:small_tenants], o[:job_ms], (o[:spread] * 100).round)
 end
 puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs, %d threads, seed %d, " \
             "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds), " \

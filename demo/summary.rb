@@ -4,6 +4,7 @@ require_relative "rate_lines"
 require_relative "records"
 require_relative "report"
 require_relative "targets"
+require_relative "wait_lines"
 
 module Demo
   # bin/demo's printed report: per mode, each tenant class's waits as measured and in the mode's ideal
@@ -58,8 +59,8 @@ module Demo
     end
 
     def mode_lines(mode, records, ideal)
-      out = %w[small greedy].flat_map { |klass| class_lines(mode, klass, records, ideal) }
-      out << totals_line(mode, records)
+      out = %w[small greedy].flat_map { |klass| WaitLines.class_lines(mode, klass, records, ideal, @threads) }
+      out << WaitLines.totals_line(mode, records)
       out << greedy_line(mode, records, ideal)
       out << jain_line(mode, records, ideal) if @two_megas
       out << shares_line(mode, records, ideal) if @mixed
@@ -75,25 +76,6 @@ module Demo
         "#{klass} #{counts.map { |queue, n| "#{queue} #{n}" }.join(", ")}"
       end
       format("%-18s jobs ran from: %s", mode, by_class.join("; "))
-    end
-
-    def class_lines(mode, klass, records, ideal)
-      measured = Report.summary(waits(of_class(records, klass)))
-      best = Report.summary(waits(of_class(ideal, klass)))
-      [format("%-18s %-7s wait  p50 %8s  p95 %8s  max %8s  (%d jobs)", mode, klass, fmt(measured[:p50]),
-              fmt(measured[:p95]), fmt(measured[:max]), measured[:count]),
-       format("%-18s %-7s ideal p50 %8s  p95 %8s  max %8s  measured / ideal: p50 %s, p95 %s", mode, klass,
-              fmt(best[:p50]), fmt(best[:p95]), fmt(best[:max]), ratio(measured[:p50], best[:p50]),
-              ratio(measured[:p95], best[:p95]))]
-    end
-
-    # Also what a thread loses between jobs while work waits (fetch, acknowledge, record: the ideal has none).
-    def totals_line(mode, records)
-      makespan = records.map { |r| r["finished_at"] }.max - records.map { |r| r["enqueued_at"] }.min
-      gaps = Report.busy_gaps(records)
-      mean = gaps.empty? ? nil : gaps.sum / gaps.size
-      format("%-18s makespan %.2fs  %.0f jobs/s; a thread between jobs while jobs wait: mean %s, p95 %s", mode,
-             makespan, records.size / makespan, ms(mean), ms(Report.percentile(gaps, 95)))
     end
 
     # Also the most jobs one greedy tenant had running at once (at most the slot limit with slots).
@@ -127,9 +109,5 @@ module Demo
       format("%-18s worker time while both backlogged: greedy-slow %s, greedy-fast %s (ideal %s, %s)", mode,
              *measured, *best)
     end
-
-    def fmt(seconds) = seconds.nil? ? "-" : format("%.3fs", seconds)
-    def ms(seconds) = seconds.nil? ? "-" : format("%.1fms", seconds * 1000)
-    def ratio(value, ideal) = value && ideal&.positive? ? format("%.2fx", value / ideal) : "-"
   end
 end

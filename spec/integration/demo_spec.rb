@@ -64,6 +64,19 @@ RSpec.describe "bin/demo" do
       expect(described_class.busy_gaps(records)).to contain_exactly(0.25, 0.0)
     end
 
+    it "measures a job's wait after a thread was first free since its enqueue" do
+      records = [
+        { "tenant" => "g", "enqueued_at" => 0.0, "started_at" => 0.0, "finished_at" => 1.0 },
+        { "tenant" => "g", "enqueued_at" => 0.0, "started_at" => 0.0, "finished_at" => 2.0 },
+        { "tenant" => "s", "enqueued_at" => 0.5, "started_at" => 1.25, "finished_at" => 1.5 }, # free at 1.0
+        # both threads busy at 1.3 (g's second, s): free at s's finish
+        { "tenant" => "t", "enqueued_at" => 1.3, "started_at" => 1.5, "finished_at" => 1.6 },
+        { "tenant" => "u", "enqueued_at" => 3.0, "started_at" => 3.5, "finished_at" => 4.0 } # idle threads
+      ]
+      expect(described_class.past_free_thread(records, records.last(3), 2)).to eq([0.25, 0.0, 0.5])
+      expect(described_class.past_free_thread(records, [], 2)).to eq([])
+    end
+
     it "measures throughputs while every greedy tenant is backlogged" do
       records = [
         { "tenant" => "a", "enqueued_at" => 0.0, "started_at" => 0.5 },
@@ -122,6 +135,9 @@ RSpec.describe "bin/demo" do
       expect(stdout).to include("rate-capped: greedy 150 jobs and limited-shop 10 jobs " \
                                 "(fair_fetch+rate: at most 5 starts")
       expect(stdout).to match(/^ideal of fair_fetch\+rate: the same, the capped tenant skipped/)
+      expect(stdout).to include("jobs of 10 ms +- 50% (uniform)")
+      free = /small +of which after a thread came free \(fair order, fetch\): p50 \d+\.\dms  p95 \d+\.\dms  max /
+      expect(stdout).to match(/^fair_fetch\+rate +#{free}\(ideal p50 \d+\.\dms/)
       %w[plain fair_fetch+rate].each do |mode|
         expect(stdout).to match(/^#{Regexp.escape(mode)} +capped: 10 starts, most in any 1 s window \d+ \(ideal \d+\)/)
         expect(stdout).to match(/^#{Regexp.escape(mode)} +idle threads while uncapped jobs waited: \d+\.\d+ thread-s/)
