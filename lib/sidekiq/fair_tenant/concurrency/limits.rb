@@ -16,6 +16,8 @@ module Sidekiq
     #   limits.delete(tenant: "acme")                    # back to the class default
     #   limits.list                                      # => [{tenant: "acme", queue: nil, limit: 3}, ...]
     class Limits
+      include OverrideScope
+
       MAX = 1_000_000
       SCRIPT = Native::Slots.script("set_limit").map(&:freeze).freeze
       INDEX_KEY = Native::Limits.index_key.freeze
@@ -37,11 +39,7 @@ module Sidekiq
       end
 
       def list
-        entries = SidekiqRedis.with do |conn|
-          conn.call("SMEMBERS", INDEX_KEY).flat_map do |tag|
-            pairs(conn.call("HGETALL", Native::Limits.key(tag))).map { |field, limit| [tag, field, limit] }
-          end
-        end
+        entries = SidekiqRedis.with { |conn| stored(conn, INDEX_KEY) { |tag| Native::Limits.key(tag) } }
         Native::Limits.targets(entries)
       end
 
@@ -49,21 +47,6 @@ module Sidekiq
 
       def write(tag, field, limit)
         SidekiqRedis.with { |conn| ScriptRunner.run(conn, *SCRIPT, *Native::Limits.set_call(tag, field, limit)) }
-      end
-
-      # HGETALL's reply: a flat Array (RESP2), or a Hash (RESP3).
-      def pairs(reply)
-        reply.is_a?(Hash) ? reply.to_a : reply.each_slice(2).to_a
-      end
-
-      def target(tenant, queue, key)
-        if JobInfo.blank?(tenant) == JobInfo.blank?(key)
-          raise ArgumentError,
-                "give tenant: (optionally with queue:) or key:, got tenant: #{tenant.inspect}, key: #{key.inspect}"
-        end
-        raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
-
-        Native::Limits.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
       end
 
       def handed(tag, field, count)

@@ -16,6 +16,8 @@ module Sidekiq
     #   rates.delete(tenant: "acme")                    # back to the class's windows
     #   rates.list                                      # => [{tenant: "acme", queue: nil, windows: [...]}, ...]
     class Rates
+      include OverrideScope
+
       INDEX_KEY = Native::Rate.overrides_index_key.freeze
 
       # Returns how many waiting tenants were brought back into the rotation to be checked again.
@@ -33,11 +35,7 @@ module Sidekiq
       end
 
       def list
-        entries = Sidekiq.redis do |conn|
-          conn.call("SMEMBERS", INDEX_KEY).flat_map do |tag|
-            pairs(conn.call("HGETALL", Native::Rate.overrides_key(tag))).map { |field, value| [tag, field, value] }
-          end
-        end
+        entries = Sidekiq.redis { |conn| stored(conn, INDEX_KEY) { |tag| Native::Rate.overrides_key(tag) } }
         Native::Rate.override_targets(entries)
       end
 
@@ -48,20 +46,6 @@ module Sidekiq
           queues = (conn.call("SMEMBERS", "queues") | FairQueues.names).sort
           FairQueues.run(conn, "set_rate", [Native::Rate.overrides_key(tag), INDEX_KEY], [field, value, tag, *queues])
         end
-      end
-
-      def pairs(reply)
-        reply.is_a?(Hash) ? reply.to_a : reply.each_slice(2).to_a
-      end
-
-      def target(tenant, queue, key)
-        if JobInfo.blank?(tenant) == JobInfo.blank?(key)
-          raise ArgumentError,
-                "give tenant: (optionally with queue:) or key:, got tenant: #{tenant.inspect}, key: #{key.inspect}"
-        end
-        raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
-
-        Native::Limits.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
       end
     end
   end
