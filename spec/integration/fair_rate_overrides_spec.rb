@@ -67,4 +67,30 @@ RSpec.describe "Runtime rate overrides" do
     expect(rated_tenants).to eq(["L"])
     fetch.flush_acks
   end
+
+  it "applies an override to rate-held tenants in bounded calls, wherever they are in `rated`" do
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rated:1:b").tap do
+      Sidekiq::FairTenant::Slots.stop
+    end
+    tenants = Array.new(7) { |i| "T#{i}" }
+    tenants.each { |t| 3.times { |i| SlowRateJob.perform_async(t, i, 0) } }
+    served = []
+    while (unit = fetch.retrieve_work)
+      served << tenant_of(unit.tap(&:acknowledge))
+    end
+    fetch.flush_acks
+    expect(served.tally).to eq(tenants.to_h { |t| [t, 2] })
+    expect(rated_tenants).to match_array(tenants)
+
+    stub_const("Sidekiq::FairTenant::Rates::BATCH", 2) # 7 held tenants: at least 4 calls per override
+    calls = -> { redis.info("commandstats").dig("fcall", "calls").to_i }
+    %w[T6 T0 T3].each_with_index do |tenant, i|
+      before = calls.call
+      expect(rates.set("3/3", tenant: tenant)).to eq(1)
+      expect(calls.call - before).to be >= 3
+      expect(rated_tenants).to match_array(tenants - %w[T6 T0 T3].first(i + 1))
+    end
+    expect(rates.set("3/3", key: "unused")).to eq(0) # covers none of them: each call reads, none comes back
+    expect(rated_tenants).to match_array(tenants - %w[T6 T0 T3])
+  end
 end

@@ -143,6 +143,8 @@ pub const TIME_EWMA_DIVISOR: u64 = 5;
 /// Most waiting jobs one call of the find script reads looking for a jid (`why`), and most bytes of them.
 pub const FIND_BATCH: u64 = 1000;
 pub const FIND_BYTES: u64 = 1_000_000;
+/// Most rate-held tenants one call of the set_rate script reads (one job head each) to apply a runtime rate.
+pub const RATE_RECHECK_BATCH: u64 = 500;
 /// `why`: a tenant's share is computed while at most this many tenants are ready (one weight read each).
 pub const WHY_SHARE_MAX: u64 = 1000;
 /// `why`: most holders of a concurrency scope listed.
@@ -284,6 +286,7 @@ pub const NAMES: &[Name] = &[
     n("TIME_EWMA_DIVISOR", TIME_EWMA_DIVISOR, &[]),
     n("FIND_BATCH", FIND_BATCH, &[]),
     n("FIND_BYTES", FIND_BYTES, &[]),
+    n("RATE_RECHECK_BATCH", RATE_RECHECK_BATCH, &[]),
     n("WHY_SHARE_MAX", WHY_SHARE_MAX, &[]),
     n("WHY_HOLDERS", WHY_HOLDERS, &[]),
 ];

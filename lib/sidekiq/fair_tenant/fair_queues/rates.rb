@@ -19,6 +19,7 @@ module Sidekiq
       include OverrideScope
 
       INDEX_KEY = Native::Rate.overrides_index_key.freeze
+      BATCH = Native::Names::RATE_RECHECK_BATCH
 
       # Returns how many waiting tenants were brought back into the rotation to be checked again.
       def set(windows, tenant: nil, queue: nil, key: nil)
@@ -41,11 +42,26 @@ module Sidekiq
 
       private
 
+      # The override, then each queue's rated tenants in bounded calls (BATCH each). Returns the tenants brought back.
       def write(tag, field, value)
+        keys = [Native::Rate.overrides_key(tag), INDEX_KEY]
         Sidekiq.redis do |conn|
           queues = (conn.call("SMEMBERS", "queues") | FairQueues.names).sort
-          FairQueues.run(conn, "set_rate", [Native::Rate.overrides_key(tag), INDEX_KEY], [field, value, tag, *queues])
+          (queues.empty? ? [""] : queues).each_with_index.sum do |queue, i|
+            recheck(conn, keys, [field, value, tag], queue, first: i.zero?)
+          end
         end
+      end
+
+      def recheck(conn, keys, args, queue, first:)
+        back = 0
+        from = 0
+        while from >= 0
+          brought, from = FairQueues.run(conn, "set_rate", keys, [*args, first ? "1" : "0", queue, from, BATCH])
+          first = false
+          back += brought
+        end
+        back
       end
     end
   end

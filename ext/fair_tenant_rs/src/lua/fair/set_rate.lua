@@ -1,38 +1,43 @@
--- Sets (or, with an empty value, deletes) a runtime rate override and applies it at once: the tenants of the
--- given fair queues waiting in `rated` whose next job's scope it covers rejoin the rotation (start tag
--- max(theirs, v), an idle fetcher woken for each), so the next fetch checks them under the windows now in force
--- (back to `rated` until the new instant if still over).
+-- Sets (or, with an empty value, deletes) a runtime rate override and applies it at once: the tenants of a fair
+-- queue waiting in `rated` whose next job's scope it covers rejoin the rotation (start tag max(theirs, v), an
+-- idle fetcher woken for each), so the next fetch checks them under the windows now in force (back to `rated`
+-- until the new instant if still over). Bounded: one call reads at most `count` members of one queue's `rated`,
+-- latest instant first from reverse rank `from`; the caller calls again from the returned rank until done. A
+-- member that joins later (a later instant) only shifts the rest toward being read twice; one that leaves (its
+-- instant came: earliest first) rejoins anyway.
 -- KEYS  overrides (RATE_LIMITS_PREFIX<len>:<tag>), overrides index
--- ARGV  field (K_ALL_SCOPES for the whole tag, else a sub), value ("limit:per ms,...") or '', tag, queues...
--- Returns the number of tenants brought back.
+-- ARGV  field (K_ALL_SCOPES for the whole tag, else a sub), value ("limit:per ms,...") or '', tag,
+--       write ('1': write the override first; else only apply it), queue ('': none), from, count
+-- Returns {tenants brought back, the reverse rank to call again from (-1: this queue is done)}.
 local overrides, index = KEYS[1], KEYS[2]
 local field, value, tag = ARGV[1], ARGV[2], ARGV[3]
-if value == '' then
-  redis.call('HDEL', overrides, field)
-else
-  redis.call('HSET', overrides, field, value)
-end
-if redis.call('HLEN', overrides) == 0 then
-  redis.call('SREM', index, tag)
-else
-  redis.call('SADD', index, tag)
-end
-
-local back = 0
-for i = 4, #ARGV do
-  local k = fair_keys(fair_base(ARGV[i]), K_FAIR_WEIGHTS_KEY)
-  local members = redis.call('ZRANGE', k.rated, 0, -1)
-  local woken = 0
-  for _, member in ipairs(members) do
-    local rate = rate_of(redis.call('LINDEX', k.prefix .. member_tenant(member), 0))
-    if rate and rate.tag == tag and (field == K_ALL_SCOPES or rate.sub == field) then
-      local kept = tonumber(redis.call('HGET', k.rtags, member)) or 0
-      redis.call('HDEL', k.rtags, member)
-      rejoin(k, k.rated, member, kept)
-      woken = woken + 1
-    end
+local queue, from, count = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+if ARGV[4] == '1' then
+  if value == '' then
+    redis.call('HDEL', overrides, field)
+  else
+    redis.call('HSET', overrides, field, value)
   end
-  if woken > 0 then add_tokens(k, woken, K_TOKEN_CAP) end
-  back = back + woken
+  if redis.call('HLEN', overrides) == 0 then
+    redis.call('SREM', index, tag)
+  else
+    redis.call('SADD', index, tag)
+  end
 end
-return back
+if queue == '' then return {0, -1} end
+
+local k = fair_keys(fair_base(queue), K_FAIR_WEIGHTS_KEY)
+local members = redis.call('ZREVRANGE', k.rated, from, from + count - 1)
+local back = 0
+for _, member in ipairs(members) do
+  local rate = rate_of(redis.call('LINDEX', k.prefix .. member_tenant(member), 0))
+  if rate and rate.tag == tag and (field == K_ALL_SCOPES or rate.sub == field) then
+    local kept = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    redis.call('HDEL', k.rtags, member)
+    rejoin(k, k.rated, member, kept)
+    back = back + 1
+  end
+end
+if back > 0 then add_tokens(k, back, K_TOKEN_CAP) end
+if #members < count then return {back, -1} end
+return {back, from + count - back}
