@@ -3,6 +3,7 @@
 require "spec_helper"
 require_relative "../support/sidekiq_process"
 require_relative "../support/fair_app"
+require "sidekiq/fair_tenant/cli"
 
 # Fair by worker time (`fair_queues = [{ "fair" => :time }]`) on a real `sidekiq` process: two backlogged
 # tenants whose jobs take 100 ms and 10 ms share the worker time, where by job count they share jobs.
@@ -58,6 +59,13 @@ RSpec.describe "Fair queues by worker time" do
     second.acknowledge
     fetch.flush_acks
     expect(redis.llen(fetch.inflight_key)).to eq(0)
+
+    # Seen: the means it charges by, the queue's and the tenant's (fair_stats, the CLI's table).
+    stats = Sidekiq::FairTenant.fair_stats.queue("fair")
+    expect(stats[:mean_ms]).to be_a(Float).and be < names::TIME_DEFAULT_MS
+    expect(stats[:page].map { |t| [t[:tenant], t[:mean_ms]] }).to eq([["café", stats[:mean_ms]]])
+    text = Sidekiq::FairTenant::CLIFormat.fair(stats)
+    expect(text).to include("\tby worker time: mean #{stats[:mean_ms]}ms").and include("\tmean #{stats[:mean_ms]}ms")
   end
 
   def start_server(mode)
@@ -113,5 +121,8 @@ RSpec.describe "Fair queues by worker time" do
     expect(share(of, "slow", :jobs)).to be_between(0.4, 0.6)
     expect(share(of, "slow", :time)).to be > 0.75
     expect(redis.exists?("#{base}#{names::RUNTIMES}")).to be(false)
+    stats = Sidekiq::FairTenant.fair_stats.queue("fair")
+    expect([stats[:mean_ms], *stats[:page].map { |t| t[:mean_ms] }]).to all(be_nil)
+    expect(Sidekiq::FairTenant::CLIFormat.fair(stats)).not_to include("mean")
   end
 end

@@ -14,9 +14,9 @@ module Sidekiq
                                       active tenants: counts per rule window, next queue
           stats --fair [QUEUE] [--limit N --offset N] [--json]
                                       fair queues: backlog, in flight; a queue's tenants: waiting,
-                                      oldest wait, weight, running/limit; its capped tenants:
-                                      running/limit, static or elastic, in force or lifted; its
-                                      rate-capped tenants: windows, next start
+                                      oldest wait, weight, running/limit, mean run time (:time);
+                                      its capped tenants: running/limit, static or elastic, in
+                                      force or lifted; its rate-capped tenants: windows, next start
           stats --concurrency [--json]
                                       concurrency scopes: running/limit, parked, oldest parked
           limits list                 runtime concurrency limits
@@ -80,7 +80,7 @@ module Sidekiq
         result[:page].each do |t|
           weight = t[:paused] ? "0 (paused)" : format_number(t[:weight])
           lines << "#{t[:tenant]}\twaiting #{t[:backlog]}\toldest #{t[:oldest_age]}s\tweight #{weight}\t" \
-                   "running #{t[:running]}/#{t[:limit] || "-"}"
+                   "running #{t[:running]}/#{t[:limit] || "-"}#{"\tmean #{t[:mean_ms]}ms" if t[:mean_ms]}"
         end
         lines.concat(capped(result)).concat(CLIRated.lines(result)).join("\n")
       end
@@ -105,9 +105,9 @@ module Sidekiq
 
       def fair_summary(queue)
         "#{queue[:queue]}\twaiting #{queue[:backlog]}\tstartable #{queue[:startable]}\tpaused #{queue[:paused]}" \
-          "\theld #{queue[:held]}\trate-held #{queue[:rate_held]}\tin flight #{queue[:in_flight]}" \
-          "\ttenants #{queue[:tenants]}" \
-          "\tcapped #{queue[:capped_tenants]}\trate-capped #{queue[:rated_tenants]}"
+          "\theld #{queue[:held]}\trate-held #{queue[:rate_held]}\tin flight #{queue[:in_flight]}\ttenants " \
+          "#{queue[:tenants]}\tcapped #{queue[:capped_tenants]}\trate-capped #{queue[:rated_tenants]}" \
+          "#{"\tby worker time: mean #{queue[:mean_ms]}ms" if queue[:mean_ms]}"
       end
 
       def weights(weights)

@@ -9,8 +9,8 @@ module Sidekiq
     #                     #      rated_tenants: 0, in_flight: 8, tenants: 3, capped_tenants: 1}, ...]
     #   stats.queue("imports", limit: 50, offset: 0, capped_limit: 50, rated_limit: 50)
     #   # => {queue:, backlog:, startable:, paused:, held:, rate_held:, rated_tenants:, in_flight:, tenants: 3,
-    #   #     page: [{tenant: "acme", backlog: 100, oldest_age: 12.5,
-    #   #      weight: 1.0, paused: false, running: 5, limit: 2}, ...],  (oldest waiting job first)
+    #   #     mean_ms: 240.5, page: [{tenant: "acme", backlog: 100, oldest_age: 12.5,
+    #   #      weight: 1.0, paused: false, running: 5, mean_ms: 812.0, limit: 2}, ...],  (oldest waiting job first)
     #   #     capped_tenants: 1, capped: [{tenant: "acme", running: 2, limit: 2, elastic: false, in_force: true,
     #   #      waiting: 100, scope: {tenant: "acme", queue: "imports"}}, ...],  (lowest start tag first)
     #   #     rated: [{tenant: "acme", windows: [{limit: 2, per: 1.0, starts: 2}], next_start_in: 0.4,
@@ -22,7 +22,9 @@ module Sidekiq
     # start them; an elastic cap's over-limit tenants included, which spare threads serve).
     #
     # In `page`, `running` counts the tenant's jobs in flight from that queue; `limit` is its runtime
-    # concurrency limit (Limits; nil: the class's own or none).
+    # concurrency limit (Limits; nil: the class's own or none). `mean_ms`, of the queue and of each tenant, is
+    # the recent mean run time a queue fair by worker time (`:time`) charges by; nil where none was learnt (a
+    # queue by job count).
     #
     # `capped` lists the tenants held back by a `fair_tenant_concurrency` cap right now (at most
     # `capped_limit`; `capped_tenants` counts them all): the scope of the tenant's next job (`{tenant:, queue:}`
@@ -82,12 +84,12 @@ module Sidekiq
       end
 
       def page(conn, name, offset, limit, lists)
-        backlog, waiting, rows, capped_count, capped, _, rated = stats_call(conn, name, offset, limit, lists)
+        backlog, waiting, rows, capped_count, capped, _, rated, mean = stats_call(conn, name, offset, limit, lists)
         more_rows(conn, name, offset, limit, rows)
         running = in_flight(conn).fetch(name, {})
         now = Time.now.to_f
         { queue: name, backlog: backlog.to_i, **FairBacklog.counts(conn, name, backlog.to_i),
-          in_flight: running.values.sum, tenants: waiting.to_i,
+          in_flight: running.values.sum, tenants: waiting.to_i, mean_ms: mean_ms(mean),
           page: rows.map { |row| tenant_row(name, row, running, now) },
           capped_tenants: capped_count.to_i, capped: capped.map { |row| capped_row(row) },
           rated: rated.map { |row| rated_row(row) } }
@@ -123,14 +125,19 @@ module Sidekiq
       end
 
       def tenant_row(queue, row, running, now)
-        tenant, oldest, jobs, weight, paused = row
+        tenant, oldest, jobs, weight, paused, mean = row
         weight = weight ? weight.to_f : 1.0
         { tenant: tenant, backlog: jobs.to_i, oldest_age: [now - oldest.to_f, 0.0].max.round(3),
           weight: weight, paused: paused.to_i == 1 || weight.zero?, running: running.fetch(tenant, 0),
+          mean_ms: mean_ms(mean),
           limit: FairTenant.limits.get(tenant: tenant, queue: queue) || FairTenant.limits.get(tenant: tenant) }
       rescue FairTenant::Error
-        { tenant: tenant, backlog: jobs.to_i, oldest_age: nil, weight: nil, paused: nil, running: nil, limit: nil }
+        { tenant: tenant, backlog: jobs.to_i, oldest_age: nil, weight: nil, paused: nil, running: nil,
+          mean_ms: nil, limit: nil }
       end
+
+      # A mean run time a queue fair by worker time learnt (ms, to 0.1), nil where none was.
+      def mean_ms(value) = value&.to_f&.round(1)
 
       # queue => tenant => jobs in flight, from every registered process's in-flight list.
       def in_flight(conn)

@@ -2,9 +2,11 @@
 -- KEYS  weights
 -- ARGV  base, queue, offset, limit, capped (most capped tenants listed; default 50), rated (most rate-held
 --       tenants listed; default 0)
--- Returns {backlog, waiting tenants, {tenant, oldest enqueue time, jobs, weight or false, paused 0/1}...,
---          capped tenants, {tenant, running, limit, elastic 0/1, in force 0/1, jobs, scope}...,
---          rated tenants, {tenant, ms until it may start (-1: never), jobs, scope, {limit, per ms, starts}...}...}.
+-- Returns {backlog, waiting tenants, {tenant, oldest enqueue time, jobs, weight or false, paused 0/1,
+--          mean run time ms or false}..., capped tenants, {tenant, running, limit, elastic 0/1, in force 0/1, jobs,
+--          scope}..., rated tenants, {tenant, ms until it may start (-1: never), jobs, scope,
+--          {limit, per ms, starts}...}..., the queue's mean run time ms or false}.
+-- Mean run times are those a queue fair by worker time (time.lua) learnt; false where none was.
 -- Capped tenants are those of `capped` (a static cap: in force while there) and `over` (an elastic cap: in
 -- force while a tenant under its limit is ready, lifted while it runs on spare threads), lowest start tag
 -- first. Running and limit are those of the scope of the tenant's next job (running: holders whose lease has
@@ -22,7 +24,7 @@ for i = 1, #page, 2 do
   local tenant = page[i]
   local w = redis.call('HMGET', KEYS[1], tenant .. K_WEIGHT_SEPARATOR .. queue, tenant)
   rows[#rows + 1] = { tenant, page[i + 1], redis.call('LLEN', k.prefix .. tenant), w[1] or w[2] or false,
-                      redis.call('SISMEMBER', k.paused, tenant) }
+                      redis.call('SISMEMBER', k.paused, tenant), redis.call('HGET', k.runtimes, tenant) }
 end
 
 local held = {}
@@ -81,4 +83,5 @@ if rated_max > 0 then
 end
 
 return { tonumber(redis.call('HGET', k.state, K_STATE_N)) or 0, redis.call('ZCARD', k.heads), rows,
-         redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped, redis.call('ZCARD', k.rated), rated }
+         redis.call('ZCARD', k.capped) + redis.call('ZCARD', k.over), capped, redis.call('ZCARD', k.rated), rated,
+         redis.call('HGET', k.state, K_STATE_MEAN) }
