@@ -144,6 +144,22 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
       expect(browser.find("#fair-tenant-capped-fair")).to have_css("tr", text: lifted)
     end
 
+    it "shows a queue fair by worker time with its mean run times, and none for a queue by job count" do
+      RatedFair.build(jobs: 4)
+      browser.visit("/fair_tenant")
+      expect(browser.find("#fair-tenant-fair-fair")).to have_css("th", text: "Running / limit")
+      expect(browser).to have_no_css("th", text: "Mean run time")
+
+      redis.flushdb
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = [{ "fair" => :time }] }
+      RatedFair.build(jobs: 4) # fetched and acknowledged here: the later fetches carry the earlier run times
+      browser.visit("/fair_tenant")
+      expect(browser).to have_text(/fair by worker time \(mean run time \d+(\.\d)? ms\)/)
+      table = browser.find("#fair-tenant-fair-fair")
+      expect(table).to have_css("th", text: "Mean run time")
+      expect(table.all("tbody tr").map { |tr| tr.all("td").last.text }).to all(match(/\A\d+(\.\d)? ms\z/))
+    end
+
     it "lists each fair queue's rate-capped tenants: windows with their starts, next start, waiting" do
       RatedFair.build
 
