@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require "rack/utils"
+require "cgi"
 
 module Sidekiq
   module FairTenant
@@ -13,7 +13,7 @@ module Sidekiq
       class WhyLinks
         PATH = "/fair_tenant/why_links.js"
         SOURCE = File.read(File.expand_path("why_links.js", __dir__)).freeze
-        QUEUE_PAGE = %r{\A/queues/[^/]+\z}.freeze
+        QUEUE_PAGE = %r{\A/queues/[^/]+\z}
 
         # The route's reply (a script: Sidekiq would send a String as text/html).
         def self.asset
@@ -58,8 +58,8 @@ module Sidekiq
         end
 
         def tag(env)
-          src = Rack::Utils.escape_html("#{env["SCRIPT_NAME"]}#{PATH}?v=#{FairTenant::VERSION}")
-          nonce = env[:csp_nonce] && %( nonce="#{Rack::Utils.escape_html(env[:csp_nonce])}")
+          src = CGI.escapeHTML("#{env["SCRIPT_NAME"]}#{PATH}?v=#{FairTenant::VERSION}")
+          nonce = env[:csp_nonce] && %( nonce="#{CGI.escapeHTML(env[:csp_nonce])}")
           %(<script type="text/javascript" src="#{src}"#{nonce}></script>\n)
         end
       end
