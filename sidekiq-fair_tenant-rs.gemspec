@@ -20,7 +20,7 @@ Gem::Specification.new do |spec|
   spec.metadata["rubygems_mfa_required"] = "true"
 
   spec.files = Dir[
-    "lib/**/*.rb", "lib/**/*.erb",
+    "lib/**/*.rb", "lib/**/*.erb", "lib/**/*.js",
     "ext/**/{*.rs,*.lua,*.rb,Cargo.toml,build.rs}",
     "Cargo.toml", "Cargo.lock",
     "README.md", "CHANGELOG.md", "LICENSE.txt", "docs/*.md",

@@ -192,6 +192,40 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
       expect(browser.find("#fair-tenant-why")).to have_no_css("i")
     end
 
+    it "links each job row of Sidekiq's queue page to why the job still waits, and leaves other pages alone" do
+      CappedFair.build
+      waiting = ShownStaticCapJob.perform_async("static", 2)
+      odd = JSON.generate("class" => "NotLoadedHereJob", "queue" => "fair", "args" => [1], "jid" => "odd jid/&?=+%",
+                          "enqueued_at" => Time.now.to_f)
+      Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.push(conn, "fair", [["ghost", odd]]) }
+
+      browser.visit("/queues/fair")
+      link = browser.find("tr[title='#{waiting}'] a.fair-tenant-why")
+      expect(link.text).to eq("why?")
+      rows = browser.all("tr[title]")
+      expect(rows.size).to eq(7)
+      expect(rows.map { |tr| URI(tr.find("a.fair-tenant-why")[:href]).request_uri })
+        .to eq(rows.map { |tr| "/fair_tenant/why?jid=#{CGI.escape(tr[:title]).gsub("+", "%20")}" })
+
+      link.click
+      expect(browser.find("#fair-tenant-why")).to have_text("#{waiting} waits in fair queue fair, tenant static")
+      browser.visit("/queues/fair")
+      browser.find("tr[title='odd jid/&?=+%'] a.fair-tenant-why").click
+      expect(browser.find("#fair-tenant-why")).to have_text("odd jid/&?=+% waits in fair queue fair, tenant ghost")
+
+      script = Net::HTTP.get_response(URI("#{@server.url}/fair_tenant/why_links.js"))
+      expect([script.code, script["content-type"]]).to eq(["200", "text/javascript; charset=utf-8"])
+      queue = Net::HTTP.get_response(URI("#{@server.url}/queues/fair"))
+      nonce = queue["content-security-policy"][/'nonce-([^']+)'/, 1] # 7.3+; 6.4's CSP allows any same-origin script
+      expect(nonce.nil?).to eq(Gem::Version.new(Sidekiq::VERSION) < Gem::Version.new("7.3"))
+      src = "/fair_tenant/why_links.js?v=#{Sidekiq::FairTenant::VERSION}"
+      expect(queue.body.scan("why_links.js").size).to eq(1)
+      expect(queue.body).to include(%(src="#{src}"#{%( nonce="#{nonce}") if nonce}></script>\n</body>))
+      %w[/queues /fair_tenant /retries].each do |page|
+        expect(Net::HTTP.get(URI("#{@server.url}#{page}"))).not_to include("why_links")
+      end
+    end
+
     it "escapes tenant names in the capped tenants table" do
       2.times { |i| ShownStaticCapJob.perform_async("<b>bold</b>", i) }
       Sidekiq::FairTenant::FairFetch.new(queues: %w[fair]).retrieve_work

@@ -3,6 +3,7 @@
 require "sidekiq/web"
 require "sidekiq/fair_tenant"
 require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/web/why_links"
 
 module Sidekiq
   module FairTenant
@@ -11,7 +12,8 @@ module Sidekiq
     # queue, last re-route), fair queues (backlog, in flight, per tenant: waiting jobs, oldest wait,
     # weight, running/limit; capped tenants: running/limit, static or elastic, in force or lifted),
     # concurrency scopes, runtime limits and weights, with forms (CSRF protected by Sidekiq::Web) to set
-    # and delete limits and weights, and one that asks why a job (by jid) still waits (FairTenant.why).
+    # and delete limits and weights, and one that asks why a job (by jid) still waits (FairTenant.why), which
+    # each job row of Sidekiq's queue page links to (WhyLinks).
     module Web
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
@@ -81,6 +83,7 @@ module Sidekiq
 
         app.get("/fair_tenant") { ft_render }
         app.get("/fair_tenant/why") { ft_render(why: ft_param(:jid)) }
+        app.get(WhyLinks::PATH) { WhyLinks.asset }
 
         app.post("/fair_tenant/limits") do
           handed = FairTenant.limits.set(ft_param(:limit), **ft_limit_target)
@@ -130,8 +133,10 @@ module Sidekiq
       end
 
       # Sidekiq 8 registers extensions on its Web config, 7.3 through `Web.register` with a name
-      # and tab, 6.4-7.2 with `Web.register` plus a `tabs` entry.
+      # and tab, 6.4-7.2 with `Web.register` plus a `tabs` entry. `Web.use` (6.4 to 8.x) adds WhyLinks to
+      # the stack Sidekiq::Web builds on its first request.
       def self.install
+        ::Sidekiq::Web.use(WhyLinks)
         names = { name: "fair_tenant", tab: "Fair Tenant", index: "fair_tenant" }
         if defined?(::Sidekiq::Web::Config) && ::Sidekiq::Web::Config.method_defined?(:register)
           ::Sidekiq::Web.configure { |config| config.register(self, **names) }
