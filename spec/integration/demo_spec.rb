@@ -137,7 +137,7 @@ RSpec.describe "bin/demo" do
       expect(stdout).to match(/^ideal of fair_fetch\+rate: the same, the capped tenant skipped/)
       expect(stdout).to include("jobs of 10 ms +- 50% (uniform)")
       free = /small +of which after a thread came free \(fair order, fetch\): p50 \d+\.\dms  p95 \d+\.\dms  max /
-      expect(stdout).to match(/^fair_fetch\+rate +#{free}\(ideal p50 \d+\.\dms/)
+      expect(stdout).to match(/^fair_fetch\+rate +#{free}\d+\.\dms \(ideal p50 \d+\.\dms/)
       %w[plain fair_fetch+rate].each do |mode|
         expect(stdout).to match(/^#{Regexp.escape(mode)} +capped: 10 starts, most in any 1 s window \d+ \(ideal \d+\)/)
         expect(stdout).to match(/^#{Regexp.escape(mode)} +idle threads while uncapped jobs waited: \d+\.\d+ thread-s/)
