@@ -74,6 +74,13 @@ module Sidekiq
         def ft_back(notice)
           redirect("#{root_path}fair_tenant?notice=#{CGI.escape(notice)}")
         end
+
+        # A form's change: back to the tab with the block's notice, or the tab again with the error.
+        def ft_change
+          ft_back(yield)
+        rescue ArgumentError, FairTenant::Error => e
+          ft_render(error: e.message)
+        end
       end
 
       def self.registered(app)
@@ -86,49 +93,49 @@ module Sidekiq
         app.get(WhyLinks::PATH) { WhyLinks.asset }
 
         app.post("/fair_tenant/limits") do
-          handed = FairTenant.limits.set(ft_param(:limit), **ft_limit_target)
-          ft_back("Limit set (#{handed} parked job(s) released)")
-        rescue ArgumentError, FairTenant::Error => e
-          ft_render(error: e.message)
+          ft_change do
+            handed = FairTenant.limits.set(ft_param(:limit), **ft_limit_target)
+            "Limit set (#{handed} parked job(s) released)"
+          end
         end
 
         app.post("/fair_tenant/limits/delete") do
-          FairTenant.limits.delete(**ft_limit_target)
-          ft_back("Limit deleted")
-        rescue ArgumentError, FairTenant::Error => e
-          ft_render(error: e.message)
+          ft_change do
+            FairTenant.limits.delete(**ft_limit_target)
+            "Limit deleted"
+          end
         end
       end
 
       def self.register_weights(app)
         app.post("/fair_tenant/weights") do
-          resumed = FairTenant.weights.set(ft_param(:weight), tenant: ft_param(:tenant), queue: ft_param(:queue))
-          ft_back("Weight set#{" (resumed in #{resumed} fair queue(s))" if resumed.positive?}")
-        rescue ArgumentError, FairTenant::Error => e
-          ft_render(error: e.message)
+          ft_change do
+            resumed = FairTenant.weights.set(ft_param(:weight), tenant: ft_param(:tenant), queue: ft_param(:queue))
+            "Weight set#{" (resumed in #{resumed} fair queue(s))" if resumed.positive?}"
+          end
         end
 
         app.post("/fair_tenant/weights/delete") do
-          FairTenant.weights.delete(tenant: ft_param(:tenant), queue: ft_param(:queue))
-          ft_back("Weight deleted")
-        rescue ArgumentError, FairTenant::Error => e
-          ft_render(error: e.message)
+          ft_change do
+            FairTenant.weights.delete(tenant: ft_param(:tenant), queue: ft_param(:queue))
+            "Weight deleted"
+          end
         end
       end
 
       def self.register_rates(app)
         app.post("/fair_tenant/rates") do
-          back = FairTenant.rates.set(ft_param(:windows), **ft_limit_target)
-          ft_back("Rate set#{" (#{back} waiting tenant(s) checked again at once)" if back.positive?}")
-        rescue ArgumentError, FairTenant::Error => e
-          ft_render(error: e.message)
+          ft_change do
+            back = FairTenant.rates.set(ft_param(:windows), **ft_limit_target)
+            "Rate set#{" (#{back} waiting tenant(s) checked again at once)" if back.positive?}"
+          end
         end
 
         app.post("/fair_tenant/rates/delete") do
-          FairTenant.rates.delete(**ft_limit_target)
-          ft_back("Rate deleted")
-        rescue ArgumentError, FairTenant::Error => e
-          ft_render(error: e.message)
+          ft_change do
+            FairTenant.rates.delete(**ft_limit_target)
+            "Rate deleted"
+          end
         end
       end
 
