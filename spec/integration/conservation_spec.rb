@@ -18,6 +18,8 @@ RSpec.describe "Conservation of jobs in fair queues" do
   before do
     # A fetch that finds nothing blocks in BRPOP for TIMEOUT: a short one keeps the run fast.
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+    # A few jobs per recovery call, so that recoveries take several calls and can be cut between them.
+    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 2)
   end
 
   after do

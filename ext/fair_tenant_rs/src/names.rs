@@ -83,6 +83,7 @@ pub const FAIR_WEIGHTS_KEY: &str = concat!(root!(), ":fair:weights");
 pub const INFLIGHT_PREFIX: &str = concat!(root!(), ":fair:inflight:");
 pub const INFLIGHT_OWNERS_KEY: &str = concat!(root!(), ":fair:inflight-owners");
 pub const INFLIGHT_SUSPECTS_KEY: &str = concat!(root!(), ":fair:inflight-suspects");
+pub const INFLIGHT_RECOVERING_KEY: &str = concat!(root!(), ":fair:inflight-recovering");
 pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
 pub const RECOVERY_LOCK_KEY: &str = concat!(root!(), ":fair:recovery-lock");
 pub const RECOVERY_LEASE_KEY: &str = concat!(root!(), ":fair:recovery-lease");
@@ -241,6 +242,11 @@ pub const NAMES: &[Name] = &[
     s("INFLIGHT_PREFIX", INFLIGHT_PREFIX, Everywhere),
     s("INFLIGHT_OWNERS_KEY", INFLIGHT_OWNERS_KEY, Everywhere),
     s("INFLIGHT_SUSPECTS_KEY", INFLIGHT_SUSPECTS_KEY, Everywhere),
+    s(
+        "INFLIGHT_RECOVERING_KEY",
+        INFLIGHT_RECOVERING_KEY,
+        Everywhere,
+    ),
     s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
     s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),
     s("RECOVERY_LEASE_KEY", RECOVERY_LEASE_KEY, Everywhere),

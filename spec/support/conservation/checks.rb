@@ -76,14 +76,16 @@ module Conservation
       end
     end
 
-    # A process missing from the registry re-registers on its next fetch: an in-flight list of an identity the
-    # registry does not name would never be recovered.
+    # A process missing from the registry re-registers on its next fetch, and a recovery cut short is finished
+    # by the next sweep from `recovering`: an in-flight list of an identity neither names would never be
+    # recovered.
     def check_registry(view)
       view.inflight.each do |identity, entries|
         next if entries.empty? || view.registry.include?(identity)
 
         violation(:unregistered, "in-flight list of #{identity.inspect} (#{entries.size} jobs, " \
-                                 "#{live?(identity) ? "live" : "crashed"}) is not in the registry: never recovered")
+                                 "#{live?(identity) ? "live" : "crashed"}) is neither registered nor being " \
+                                 "recovered: never recovered")
       end
     end
 

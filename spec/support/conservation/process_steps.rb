@@ -81,6 +81,48 @@ module Conservation
       @notes[:recovered] += found
       "sweep by #{process.identity}: #{found} recovered, #{result && result[:suspected]} suspected"
     end
+
+    # A sweep whose process dies after its first recovery call (SIGKILL between two calls): what that call
+    # took is back, the rest of the list waits for the next sweep.
+    def sweep_cut(process = random_process)
+      return "sweep_cut: no process" unless process
+
+      before = garbage_in_flight
+      calls = CutRecovery.cut_after(1) do
+        sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
+      end
+      @swept = before
+      @notes[:recoveries_cut] += 1 if calls > 1
+      "sweep by #{process.identity}, killed after its first recovery call (#{calls} call(s) tried)"
+    end
   end
+
+  # The sweeping process killed between two recovery calls: the second call never reaches Redis.
+  module CutRecovery
+    Killed = Class.new(StandardError)
+
+    # Runs the block with every recovery call after the first `calls` raising Killed; returns the calls tried.
+    def self.cut_after(calls)
+      Thread.current[:conservation_cut] = [calls, 0]
+      begin
+        yield
+      rescue Killed
+        nil
+      end
+      Thread.current[:conservation_cut][1]
+    ensure
+      Thread.current[:conservation_cut] = nil
+    end
+
+    def recover_entries(*args)
+      cut = Thread.current[:conservation_cut]
+      if cut
+        cut[1] += 1
+        raise Killed if cut[1] > cut[0]
+      end
+      super
+    end
+  end
+  Sidekiq::FairTenant::FairFetch::Recovery.singleton_class.prepend(CutRecovery)
 end
 # rubocop:enable Metrics/CyclomaticComplexity

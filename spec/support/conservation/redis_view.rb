@@ -10,6 +10,7 @@ module Conservation
   class RedisView
     INFLIGHT = Sidekiq::FairTenant::Native::Fair.inflight_key("").b.freeze
     REGISTRY = Sidekiq::FairTenant::Native::Fair.registry_key.b.freeze
+    RECOVERING = Sidekiq::FairTenant::Native::Fair.recovering_key.b.freeze
     JID = /"jid":"([^"\\]+)"/n
     GARBAGE = /garbage-\d+/n
     # Keys that never hold a job (checked anyway when their type could).
@@ -42,7 +43,7 @@ module Conservation
       @backlogs = {}
       @bases = fair_queues.to_h { |queue| [Sidekiq::FairTenant::FairQueues.base(queue).b, queue] }
       keys = conn.call("KEYS", "*").map(&:b)
-      @registry = conn.call("SMEMBERS", REGISTRY).map(&:b)
+      @registry = conn.call("SUNION", REGISTRY, RECOVERING).map(&:b) # registered, or being recovered
       read_keys(conn, keys)
       check_backlogs(conn)
     end

@@ -25,7 +25,7 @@ module Conservation
     include Checks
 
     WEIGHTS = { push: 22, fetch: 26, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2, lapse: 3,
-                beat: 4, sweep: 5, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
+                beat: 4, sweep: 5, sweep_cut: 2, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
                 garbage: 1 }.freeze
     KINDS = WEIGHTS.flat_map { |kind, weight| [kind] * weight }.freeze
     HISTORY = 20

@@ -48,6 +48,14 @@ pub fn recovery_suspects_key() -> String {
     names::INFLIGHT_SUSPECTS_KEY.to_string()
 }
 
+/// Processes whose recovery started and has not finished: the first recovery call moves a process here from
+/// the registry, the call that empties its in-flight list removes it. Every sweep finishes what is here, so a
+/// recovery cut short (its sweeper killed, a call refused or timed out) strands nothing; a process that comes
+/// back (it had stalled) leaves it when it registers again, and keeps the rest of its list.
+pub fn recovering_key() -> String {
+    names::INFLIGHT_RECOVERING_KEY.to_string()
+}
+
 /// Seconds a process's heartbeat key must stay gone, after a sweep first found it gone, before its
 /// in-flight jobs are recovered: longer than one Sidekiq heartbeat interval (5 s in 6.x/7.x, 10 s in
 /// 8.x), so a live process whose key was deleted or evicted has beaten again by then.
@@ -209,6 +217,8 @@ mod tests {
         assert_ne!(registry_key(), recovery_lock_key());
         assert_ne!(recovery_lease_key(), recovery_lock_key());
         assert_ne!(registry_key(), recovery_suspects_key());
+        assert_ne!(registry_key(), recovering_key());
+        assert!(recovering_key().starts_with(PREFIX));
         assert!(recovery_suspects_key().starts_with(PREFIX));
         assert_eq!(parse_weight(Some("3")), 3.0);
         assert_eq!(

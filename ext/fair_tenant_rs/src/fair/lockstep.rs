@@ -755,6 +755,15 @@ impl<'a> Lockstep<'a> {
         dead: &[(String, u64)],
     ) -> i64 {
         let identity = self.identity(p);
+        if mode == "recover" {
+            // As the liveness look judged it: suspected long enough (its heartbeat key never exists here).
+            let _: i64 = redis::cmd("HSET")
+                .arg(fair::recovery_suspects_key())
+                .arg(&identity)
+                .arg("0")
+                .query(self.con)
+                .unwrap();
+        }
         let mut inv = self.ack.prepare_invoke();
         inv.key(fair::inflight_key(&identity))
             .key(fair::weights_key())
@@ -762,6 +771,7 @@ impl<'a> Lockstep<'a> {
             .key(fair::recovery_suspects_key())
             .key("dead")
             .key(fair::recovered_key(&identity))
+            .key(fair::recovering_key())
             .arg(mode)
             .arg(fair::base_template())
             .arg(fair::TOKEN_CAP)

@@ -116,6 +116,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         "recovery_suspects_key",
         magnus::function!(fair::recovery_suspects_key, 0),
     )?;
+    module.define_singleton_method("recovering_key", magnus::function!(fair::recovering_key, 0))?;
     module.define_singleton_method(
         "recovery_lease_key",
         magnus::function!(fair::recovery_lease_key, 0),

@@ -139,10 +139,10 @@ module Sidekiq
       # A mean run time a queue fair by worker time learnt (ms, to 0.1), nil where none was.
       def mean_ms(value) = value&.to_f&.round(1)
 
-      # queue => tenant => jobs in flight, from every registered process's in-flight list.
+      # queue => tenant => jobs in flight, from every in-flight list (processes registered or being recovered).
       def in_flight(conn)
         counts = Hash.new { |h, k| h[k] = Hash.new(0) }
-        conn.call("SMEMBERS", Native::Fair.registry_key).each do |identity|
+        FairFetch::Recovery.owners(conn).each do |identity|
           conn.call("LRANGE", Native::Fair.inflight_key(identity), 0, -1).each do |entry|
             queue, tenant, = Native::Fair.decode_entry(entry)
             counts[queue][tenant] += 1 if queue

@@ -46,7 +46,7 @@ module Sidekiq
       def quoted(jid) = "\"jid\":#{JSON.generate(jid)}"
 
       def running(conn, jid)
-        conn.call("SMEMBERS", Native::Fair.registry_key).each do |identity|
+        FairFetch::Recovery.owners(conn).each do |identity|
           conn.call("LRANGE", Native::Fair.inflight_key(identity), 0, -1).each do |entry|
             next unless entry.include?(quoted(jid))
 

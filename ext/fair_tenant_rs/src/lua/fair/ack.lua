@@ -1,7 +1,7 @@
 -- Acknowledges (drops), requeues or recovers in-flight jobs. Payloads are moved as the bytes they are:
 -- nothing here decides from a payload whether to keep it.
 -- KEYS  inflight (a process's list), weights, registry, suspects, dead (Sidekiq's dead set), recovered (the
---       copies of the list's process's recovered jobs)
+--       copies of the list's process's recovered jobs), recovering (processes whose recovery is under way)
 -- ARGV  mode, base template (the queue's key prefix with %Q for its name), cap, identity (the list's
 --       process), now (seconds, the dead set's score), keep (seconds the copies are remembered), then:
 --       "ack": in-flight entry, timing pairs (fetch.lua: timing "" unless fair by worker time);
@@ -12,16 +12,32 @@
 -- "requeue"/"recover": a job going back to a fair queue goes to the *front* of its tenant's list (it runs
 -- next for that tenant), the tenant is activated if it had gone idle, and idle fetchers get a wake-up token.
 -- A job that held a concurrency slot gives it back, and tenants waiting on its scope are woken (with tokens).
--- "recover": each copy put back in a fair queue is remembered (recovered, for `keep` seconds), and the
--- process is forgotten (registry and suspects): if it was only stalled, its next call registers it again and
--- takes back the copies still waiting (ensure_registered), so it does not run a job twice.
+-- "recover": each copy put back in a fair queue is remembered (recovered, for `keep` seconds). A recovery may
+-- take several calls (a batch each): the first moves the process from the registry to `recovering` (it
+-- leaves the registry for ever only with its last entry: the call that empties its list removes it from
+-- both), and any later sweep finishes one cut short (its sweeper killed, a call refused). Nothing is written
+-- unless the process may be recovered: a first call only while the process is registered, suspected and its
+-- heartbeat key still gone; a later call only while it is in `recovering`. If it was only stalled, its next
+-- call registers it again, leaves `recovering` and takes back the copies still waiting (ensure_registered),
+-- so it does not run a job twice, and keeps the rest of its list.
 -- "ack", "requeue": called by the list's own process, which registers again first if it is missing.
--- Returns how many entries were found in the in-flight list.
+-- Returns how many entries were found in the in-flight list (0 for a recovery that may not go on).
 local mode, template, cap, identity, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local keep = tonumber(ARGV[6])
 local step = mode == 'recover' and 3 or mode == 'ack' and 2 or 1
 local found = 0
-if mode ~= 'recover' then ensure_registered(identity, KEYS[1], KEYS[3], KEYS[6], KEYS[2]) end
+if mode == 'recover' then
+  local go_on
+  if redis.call('SISMEMBER', KEYS[7], identity) == 1 then
+    go_on = redis.call('SISMEMBER', KEYS[3], identity) == 0 -- (a process that came back leaves recovering)
+  else -- a first call: the process as the liveness look judged it, still
+    go_on = redis.call('SISMEMBER', KEYS[3], identity) == 1 and redis.call('HEXISTS', KEYS[4], identity) == 1
+      and redis.call('EXISTS', identity) == 0
+  end
+  if not go_on then return 0 end
+else
+  ensure_registered(identity, KEYS[1], KEYS[3], KEYS[6], KEYS[2])
+end
 for i = 7, #ARGV, step do
   local entry = ARGV[i]
   -- ack, requeue: from the tail, where the oldest are; recover: from the head, where its batches are taken
@@ -56,7 +72,12 @@ for i = 7, #ARGV, step do
   end
 end
 if mode == 'recover' then
-  redis.call('SREM', KEYS[3], identity)
   redis.call('HDEL', KEYS[4], identity)
+  if redis.call('LLEN', KEYS[1]) == 0 then
+    redis.call('SREM', KEYS[3], identity)
+    redis.call('SREM', KEYS[7], identity)
+  elseif redis.call('SMOVE', KEYS[3], KEYS[7], identity) == 0 then
+    redis.call('SADD', KEYS[7], identity)
+  end
 end
 return found

@@ -660,6 +660,7 @@ end
 local function ensure_registered(identity, inflight, registry, recovered, weights)
   if redis.call('SISMEMBER', registry, identity) == 1 then return end
   redis.call('SADD', registry, identity)
+  redis.call('SREM', K_INFLIGHT_RECOVERING_KEY, identity) -- a recovery cut short leaves it the rest
   local copies = redis.call('HGETALL', recovered)
   if #copies == 0 then return end
   for i = 1, #copies, 2 do

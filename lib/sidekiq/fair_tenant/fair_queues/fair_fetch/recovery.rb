@@ -12,11 +12,13 @@ module Sidekiq
       # a process whose threads all stopped (dead, or stalled for longer than LAPSE) is recovered.
       # One process of the fleet sweeps per INTERVAL (Sweeper: the fleet's lease), sooner while a process is
       # suspected, on Sidekiq's own Redis (where it fetches); the liveness of BATCH
-      # registered processes is read per call (the liveness script, Native::Fair's rule). A recovered process
-      # leaves the registry, and its copies are remembered for KEEP seconds: a process that was only stalled
-      # finds itself missing at its next call, registers again and takes back the copies still waiting (the
-      # scripts' ensure_registered), so it runs none of its jobs twice unless another process took a copy
-      # meanwhile.
+      # registered processes is read per call (the liveness script, Native::Fair's rule). A process being
+      # recovered moves from the registry to RECOVERING with the first call, and leaves it with its last entry;
+      # every sweep finishes the recoveries found there, so one cut short (the sweeper killed between two
+      # calls, a call refused or timed out) strands nothing. Its copies are remembered for KEEP seconds: a
+      # process that was only stalled finds itself missing at its next call, registers again (leaving
+      # RECOVERING: it keeps the rest of its list) and takes back the copies still waiting (the scripts'
+      # ensure_registered), so it runs none of its jobs twice unless another process took a copy meanwhile.
       #
       # Payloads move as bytes. A job interrupted Interruptions::MAX times, and a payload that is not a job,
       # go to the dead set instead (Sidekiq's death handlers are called for a job), with the reason.
@@ -26,6 +28,7 @@ module Sidekiq
         BATCH = Native::Fair::RECOVERY_BATCH
         REGISTRY = Native::Fair.registry_key.freeze
         SUSPECTS = Native::Fair.recovery_suspects_key.freeze
+        RECOVERING = Native::Fair.recovering_key.freeze
         LOCK = Native::Fair.recovery_lock_key.freeze
         KEEP = Native::Fair::RECOVERED_KEEP_SECONDS
         ENTRIES = Native::Names::RECOVER_BATCH
@@ -51,8 +54,9 @@ module Sidekiq
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other
           # queues to `queue:<name>`), the newest ENTRIES per call (from the list's head), each put at the front
           # of its tenant: a later call's older jobs go ahead of an earlier call's, so a tenant gets them back
-          # in the order it was given them. Between calls, a process that registered again (it was only
-          # stalled) keeps the rest. Returns the number of entries taken.
+          # in the order it was given them. Each call checks in Redis that the process may still be recovered
+          # (the script): one that registered again between calls (it was only stalled) keeps the rest. Returns
+          # the number of entries taken.
           def recover_process(conn, identity)
             key = Native::Fair.inflight_key(identity)
             found = 0
@@ -60,10 +64,26 @@ module Sidekiq
               entries = conn.call("LRANGE", key, 0, ENTRIES - 1)
               taken = recover_entries(conn, identity, key, entries) # none: the process is forgotten all the same
               found += taken
-              break if taken < ENTRIES || conn.call("SISMEMBER", REGISTRY, identity).to_i == 1
+              break if entries.size < ENTRIES || taken.zero?
             end
             log(identity, found) if found.positive?
             found
+          end
+
+          # Every process with an in-flight list: registered, or being recovered.
+          def owners(conn) = conn.call("SUNION", REGISTRY, RECOVERING)
+
+          # The recoveries a sweep cut short left (RECOVERING), finished: a batch of identities per SSCAN call.
+          def resume(conn, result)
+            cursor = "0"
+            loop do
+              cursor, batch = conn.call("SSCAN", RECOVERING, cursor, "COUNT", BATCH)
+              batch.uniq.each do |identity|
+                result[:recovered] += recover_process(conn, identity)
+                result[:processes] += 1
+              end
+              return result if cursor.to_s == "0"
+            end
           end
 
           private
@@ -72,15 +92,15 @@ module Sidekiq
             killed = []
             triples = entries.flat_map { |entry| disposition(entry, killed) }
             found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead",
-                                                 Native::Fair.recovered_key(identity)],
+                                                 Native::Fair.recovered_key(identity), RECOVERING],
                                    ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, identity,
                                     Time.now.to_f.to_s, KEEP, *triples])
-            Dead.written(killed)
+            Dead.written(killed) if found.to_i.positive? # (0: the process may not be recovered any more)
             found.to_i
           end
 
           def look(conn, own_identity)
-            result = { recovered: 0, processes: 0, suspected: 0, due_in: nil }
+            result = resume(conn, { recovered: 0, processes: 0, suspected: 0, due_in: nil })
             cursor = "0"
             done = {} # SSCAN may return an identity twice
             loop do

@@ -1,0 +1,148 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/conservation/run"
+
+# Multi-call flows cut short after any call (the calling process SIGKILLed, the next call refused): a later sweep
+# by any process finishes them, and every non-empty in-flight list belongs to a process that is registered or
+# being recovered at every instant (RELIABILITY.md's invariant).
+RSpec.describe "Fair queues: flows interrupted between their calls" do
+  let(:fair) { Sidekiq::FairTenant::FairQueues }
+  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:names) { Sidekiq::FairTenant::Native::Fair }
+
+  before do
+    stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 5) # 12 jobs: three recovery calls
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    recovery::PACE.never!
+  end
+
+  after do
+    recovery::PACE.now!
+    redis.config(:set, "min-replicas-to-write", "0")
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  def fetcher(identity)
+    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap { Sidekiq::FairTenant::Slots.stop }
+  end
+
+  # A process that fetched `count` jobs and died (no heartbeat key): suspected by one sweep, due LAPSE s later.
+  def dead_process(identity, count)
+    count.times { |i| ConservedJob.perform_async("t#{i % 3}", i, "x") }
+    fetch = fetcher(identity)
+    count.times { fetch.retrieve_work }
+    Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(fetch)
+    expect(redis.llen(names.inflight_key(identity))).to eq(count)
+    expect(sweep).to include(suspected: 1, recovered: 0)
+    key = names.recovery_suspects_key
+    redis.hgetall(key).each { |id, since| redis.hset(key, id, (since.to_f - recovery::LAPSE - 1).to_s) }
+  end
+
+  def sweep(identity = "sweeper:1:a") = Sidekiq.redis { |conn| recovery.sweep(conn, identity) }
+  def waiting = Sidekiq.redis { |conn| fair.backlog(conn, "fair") }
+  def owners = redis.sunion(names.registry_key, names.recovering_key)
+
+  # Every recovery call after the first `calls` does `fault` instead (raises, or has Redis refuse writes).
+  def cut_after(calls, &fault)
+    done = 0
+    allow(recovery).to receive(:recover_entries).and_wrap_original do |original, *args|
+      fault.call if done == calls
+      done += 1
+      original.call(*args)
+    end
+  end
+
+  it "finishes a recovery whose sweeper died after its first call (the rest is not stranded)" do
+    dead_process("dead:1:a", 12)
+    killed = Class.new(Exception) # rubocop:disable Lint/InheritException -- SIGKILL: nothing rescues it
+    cut_after(1) { raise killed }
+
+    expect { sweep }.to raise_error(killed)
+    expect(redis.llen(names.inflight_key("dead:1:a"))).to eq(7)
+    expect(owners).to include("dead:1:a") # never in no set while its list holds jobs
+    expect(redis.sismember(names.registry_key, "dead:1:a")).to be(false) # (a comeback re-registers)
+
+    RSpec::Mocks.space.proxy_for(recovery).reset
+    expect(sweep).to include(recovered: 7)
+    expect(redis.llen(names.inflight_key("dead:1:a"))).to eq(0)
+    expect(owners).to be_empty
+    expect(waiting).to eq(12)
+  end
+
+  it "finishes a recovery whose second call was refused (NOREPLICAS) once writes are accepted again" do
+    dead_process("dead:2:a", 12)
+    cut_after(1) { redis.config(:set, "min-replicas-to-write", "1") }
+
+    expect { sweep }.to raise_error(/NOREPLICAS/)
+    redis.config(:set, "min-replicas-to-write", "0")
+    expect(owners).to eq(["dead:2:a"])
+
+    RSpec::Mocks.space.proxy_for(recovery).reset
+    redis.del(names.recovery_lock_key) # its DEL was refused too: the lock expires after Recovery::INTERVAL
+    expect(sweep).to include(recovered: 7)
+    expect(redis.llen(names.inflight_key("dead:2:a"))).to eq(0)
+    expect(owners).to be_empty
+    expect(waiting).to eq(12)
+  end
+
+  it "leaves a process that came back between two calls the rest of its list, and takes back its copies" do
+    dead_process("live:3:a", 12)
+    killed = Class.new(Exception) # rubocop:disable Lint/InheritException
+    cut_after(1) { raise killed }
+    expect { sweep }.to raise_error(killed)
+    RSpec::Mocks.space.proxy_for(recovery).reset
+
+    fetch = fetcher("live:3:a") # it had stalled: its next call registers it again
+    redis.hset("live:3:a", "beat", "1")
+    fetch.retrieve_work
+    expect(redis.sismember(names.recovering_key, "live:3:a")).to be(false)
+
+    expect(sweep).to include(recovered: 0)
+    expect(redis.llen(names.inflight_key("live:3:a"))).to eq(12) # 7 kept, 5 copies taken back
+    expect(waiting).to eq(0)
+  end
+
+  it "recovers nothing of a process whose heartbeat came back between the look and the first call" do
+    dead_process("live:4:a", 3)
+    allow(recovery).to receive(:recover_entries).and_wrap_original do |original, *args|
+      redis.hset("live:4:a", "beat", "1") # Sidekiq's heartbeat, written just before the call
+      original.call(*args)
+    end
+
+    expect(sweep).to include(recovered: 0)
+    expect(redis.llen(names.inflight_key("live:4:a"))).to eq(3)
+    expect(redis.sismember(names.registry_key, "live:4:a")).to be(true)
+  end
+
+  it "finishes a recovery cut short by a real SIGKILL of the sweeping process" do
+    dead_process("dead:5:a", 12)
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      pool = Sidekiq::RedisConnection.create(url: ENV.fetch("REDIS_URL"))
+      calls = 0
+      allow(recovery).to receive(:recover_entries).and_wrap_original do |original, *args|
+        if (calls += 1) == 2
+          writer.puts("first call done")
+          sleep
+        end
+        original.call(*args)
+      end
+      pool.with { |conn| recovery.sweep(conn, "sweeper:child:a") }
+      exit!(0)
+    end
+    writer.close
+    expect(reader.gets).to eq("first call done\n")
+    Process.kill("KILL", pid)
+    Process.wait(pid)
+
+    expect(redis.llen(names.inflight_key("dead:5:a"))).to eq(7)
+    redis.del(names.recovery_lock_key) # a SIGKILLed sweeper's lock expires after Recovery::INTERVAL
+    sweep
+    expect(redis.llen(names.inflight_key("dead:5:a"))).to eq(0)
+    expect(owners).to be_empty
+    expect(waiting).to eq(12)
+  end
+end
