@@ -405,6 +405,22 @@ RSpec.describe "Fair fetch" do
       expect(3.times.map { JSON.parse(fetch.retrieve_work.job)["args"] }).to eq([["paused", 0], ["paused", 1],
                                                                                  ["paused", 2]])
     end
+
+    it "resumes a paused tenant from a process without the queue in its config, after Sidekiq forgot the queue" do
+      api.set(0, tenant: "paused")
+      FairJob.perform_async("paused", 0)
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+      expect(fetch.retrieve_work).to be_nil # its turn came: it left the rotation, paused
+      redis.srem("queues", "fair") # Queue#clear of another queue's name, a cleanup by hand
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } # a console, another app
+
+      expect(api.set(1, tenant: "paused")).to eq(1)
+
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+      expect(JSON.parse(fetch.retrieve_work.job)["args"]).to eq(["paused", 0])
+      expect(redis.smembers(Sidekiq::FairTenant::Native::Names::FAIR_PAUSED_QUEUES_KEY)).to be_empty
+    end
   end
 
   describe "switching off" do

@@ -84,6 +84,9 @@ pub const INFLIGHT_PREFIX: &str = concat!(root!(), ":fair:inflight:");
 pub const INFLIGHT_OWNERS_KEY: &str = concat!(root!(), ":fair:inflight-owners");
 pub const INFLIGHT_SUSPECTS_KEY: &str = concat!(root!(), ":fair:inflight-suspects");
 pub const INFLIGHT_RECOVERING_KEY: &str = concat!(root!(), ":fair:inflight-recovering");
+/// Fair queues where a tenant was paused (weight 0): where a raised weight looks, whatever Sidekiq's `queues`
+/// set still names (`Queue#clear` empties it).
+pub const FAIR_PAUSED_QUEUES_KEY: &str = concat!(root!(), ":fair:paused-queues");
 pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
 pub const RECOVERY_LOCK_KEY: &str = concat!(root!(), ":fair:recovery-lock");
 pub const RECOVERY_LEASE_KEY: &str = concat!(root!(), ":fair:recovery-lease");
@@ -247,6 +250,7 @@ pub const NAMES: &[Name] = &[
         INFLIGHT_RECOVERING_KEY,
         Everywhere,
     ),
+    s("FAIR_PAUSED_QUEUES_KEY", FAIR_PAUSED_QUEUES_KEY, Everywhere),
     s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
     s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),
     s("RECOVERY_LEASE_KEY", RECOVERY_LEASE_KEY, Everywhere),

@@ -13,6 +13,7 @@ module Sidekiq
     #   weights.delete(tenant: "acme")                    # back to 1
     #   weights.list                                      # => [{tenant: "acme", queue: nil, weight: 3.0}, ...]
     class Weights
+      PAUSED_QUEUES = Native::Names::FAIR_PAUSED_QUEUES_KEY
       # Returns the number of fair queues where the tenant resumed (it was paused there).
       def set(weight, tenant:, queue: nil)
         write(tenant, queue, format_weight(Native::Fair.check_weight(number(weight))))
@@ -39,9 +40,11 @@ module Sidekiq
 
       private
 
+      # The tenant resumes wherever it was paused: fair queues Sidekiq's `queues` set names, those where a tenant
+      # was paused (a set of the gem's: `Queue#clear` empties Sidekiq's) and this process's fair queues.
       def write(tenant, queue, value)
         Sidekiq.redis do |conn|
-          queues = conn.call("SMEMBERS", "queues")
+          queues = (conn.call("SUNION", "queues", PAUSED_QUEUES) | FairQueues.names).uniq
           FairQueues.run(conn, "weight", [FairQueues::WEIGHTS_KEY],
                          [field(tenant, queue), value, tenant.to_s, Native::Fair.base_template,
                           FairQueues::TOKEN_CAP, *queues])

@@ -33,6 +33,7 @@ local function activate(k, tenant, queue)
   local w = weight(k.weights, tenant, queue)
   if w == 0 then
     redis.call('SADD', k.paused, tenant)
+    redis.call('SADD', K_FAIR_PAUSED_QUEUES_KEY, queue)
     return
   end
   local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0

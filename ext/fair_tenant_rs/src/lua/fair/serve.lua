@@ -427,6 +427,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   if w == 0 then
     redis.call('ZREM', tier, member)
     redis.call('SADD', k.paused, tenant)
+    redis.call('SADD', K_FAIR_PAUSED_QUEUES_KEY, queue)
     pass_on(k, list, tier ~= k.ready and not known and waiting_entry(k, queue, tier, member))
     return nil
   elseif not job then

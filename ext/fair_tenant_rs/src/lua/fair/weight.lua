@@ -1,7 +1,9 @@
 -- Sets (value "" deletes) a weight, then brings the tenant out of pause in every fair queue where its
--- weight is now above 0 (its start tag is the queue's virtual time: a pause banks no credit).
+-- weight is now above 0 (its start tag is the queue's virtual time: a pause banks no credit). A queue of
+-- K_FAIR_PAUSED_QUEUES_KEY (where tenants were paused) left with no paused tenant leaves that set.
 -- KEYS  weights
--- ARGV  field, value, tenant, base template (%Q for the queue), cap, then queue names
+-- ARGV  field, value, tenant, base template (%Q for the queue), cap, then queue names (Sidekiq's `queues`,
+--       K_FAIR_PAUSED_QUEUES_KEY's and the caller's fair queues)
 -- Returns the number of queues where the tenant resumed.
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
@@ -19,5 +21,6 @@ for i = 6, #ARGV do
     add_tokens(k, redis.call('LLEN', k.prefix .. tenant), cap)
     resumed = resumed + 1
   end
+  if redis.call('SCARD', k.paused) == 0 then redis.call('SREM', K_FAIR_PAUSED_QUEUES_KEY, queue) end
 end
 return resumed
