@@ -145,4 +145,57 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     expect(owners).to be_empty
     expect(waiting).to eq(12)
   end
+
+  describe "fair-off" do
+    let(:off) { Sidekiq::FairTenant::FairOff }
+
+    it "requeues a job a process still ran after fair-off to queue:<name>, not to a fair list nobody serves" do
+      2.times { |i| ConservedJob.perform_async("acme", i, "x") }
+      fetch = fetcher("old:1:a") # started before the switch: fair in its settings
+      unit = fetch.retrieve_work
+      Sidekiq.redis { |conn| fair.drain(conn, "fair") } # fair-off
+
+      fetch.bulk_requeue([unit])
+
+      expect(redis.lrange("queue:fair", 0, -1).map { |job| JSON.parse(job)["args"][1] }).to eq([1, 0]) # 0 runs first
+      expect(waiting).to eq(0)
+    end
+
+    it "recovers a dead process's jobs of a switched-off queue to queue:<name>, whatever the sweeper's settings" do
+      dead_process("dead:6:a", 3)
+      Sidekiq.redis { |conn| fair.drain(conn, "fair") }
+
+      expect(sweep).to include(recovered: 3)
+      expect(redis.llen("queue:fair")).to eq(3)
+      expect(waiting).to eq(0)
+    end
+
+    it "finishes a drain cut short after its first call at the next sweep of a process without the queue fair" do
+      7.times { |i| ConservedJob.perform_async("t#{i % 2}", i, "x") }
+      Sidekiq.redis do |conn|
+        fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [fair.base("fair"), "fair", 3])
+      end
+      expect(waiting).to eq(4) # the CLI was killed here
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[other] }
+
+      result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:2:a") }
+
+      expect(result).to include(drained: 4)
+      expect(waiting).to eq(0)
+      expect(redis.llen("queue:fair")).to eq(7)
+    end
+
+    it "is switched on again by a process that starts with the queue fair: requeues go back to the tenant" do
+      ConservedJob.perform_async("acme", 0, "x")
+      fetch = fetcher("new:1:a")
+      unit = fetch.retrieve_work
+      Sidekiq.redis { |conn| fair.drain(conn, "fair") }
+      Sidekiq.redis { |conn| off.switched_on(conn) } # the sweeper thread of a process fair for it, at its start
+
+      fetch.bulk_requeue([unit])
+
+      expect(waiting).to eq(1)
+      expect(redis.llen("queue:fair")).to eq(0)
+    end
+  end
 end

@@ -87,6 +87,10 @@ pub const INFLIGHT_RECOVERING_KEY: &str = concat!(root!(), ":fair:inflight-recov
 /// Fair queues where a tenant was paused (weight 0): where a raised weight looks, whatever Sidekiq's `queues`
 /// set still names (`Queue#clear` empties it).
 pub const FAIR_PAUSED_QUEUES_KEY: &str = concat!(root!(), ":fair:paused-queues");
+/// Fair queues switched off (`fair-off`: its drain adds the queue; a process that boots with the queue in
+/// `fair_queues` removes it): their requeued and recovered jobs go to `queue:<name>`, and sweeps finish a drain
+/// cut short.
+pub const FAIR_OFF_KEY: &str = concat!(root!(), ":fair:off");
 pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
 pub const RECOVERY_LOCK_KEY: &str = concat!(root!(), ":fair:recovery-lock");
 pub const RECOVERY_LEASE_KEY: &str = concat!(root!(), ":fair:recovery-lease");
@@ -251,6 +255,7 @@ pub const NAMES: &[Name] = &[
         Everywhere,
     ),
     s("FAIR_PAUSED_QUEUES_KEY", FAIR_PAUSED_QUEUES_KEY, Everywhere),
+    s("FAIR_OFF_KEY", FAIR_OFF_KEY, Everywhere),
     s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
     s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),
     s("RECOVERY_LEASE_KEY", RECOVERY_LEASE_KEY, Everywhere),

@@ -4,7 +4,27 @@ module Sidekiq
   module FairTenant
     # `fair-off` (CLI and rake): switching fair fetch off for a queue.
     module FairOff
+      OFF = Native::Names::FAIR_OFF_KEY
+
       module_function
+
+      # The drains of queues switched off that a `fair-off` cut short left (the CLI killed, a call refused), or
+      # that jobs pushed fair since (a client still on the old settings) refilled, finished by a recovery sweep:
+      # queues of FAIR_OFF that are not fair in this process's settings (a process still fair for one was started
+      # before the switch, and adopts what a drain moves). Returns the jobs moved.
+      def finish(conn)
+        conn.call("SMEMBERS", OFF).sum do |queue|
+          next 0 if FairQueues.fair?(queue) || FairQueues.backlog(conn, queue).zero?
+
+          FairQueues.drain(conn, queue)
+        end
+      end
+
+      # A process that fetches queues fair switches them on again (at its start): their requeued and recovered
+      # jobs go back to their tenants.
+      def switched_on(conn, queues = FairQueues.names)
+        conn.call("SREM", OFF, *queues) unless queues.empty?
+      end
 
       # Switching fair fetch off for a queue (`fair-off`, after every process runs without it in fair_queues):
       # first the in-flight jobs of dead processes are recovered (a process suspected dead is waited for, up

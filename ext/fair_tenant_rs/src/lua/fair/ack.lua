@@ -10,7 +10,8 @@
 --       as it was) back to the front of its tenant; "plain": to the front of `queue:<name>` (the queue is
 --       no longer fair); "dead": to the dead set (interrupted too often, or not a job at all).
 -- "requeue"/"recover": a job going back to a fair queue goes to the *front* of its tenant's list (it runs
--- next for that tenant), the tenant is activated if it had gone idle, and idle fetchers get a wake-up token.
+-- next for that tenant), the tenant is activated if it had gone idle, and idle fetchers get a wake-up token;
+-- one of a queue switched off (K_FAIR_OFF_KEY) goes to the front of `queue:<name>` instead.
 -- A job that held a concurrency slot gives it back, and tenants waiting on its scope are woken (with tokens).
 -- "recover": each copy put back in a fair queue is remembered (recovered, for `keep` seconds). A recovery may
 -- take several calls (a batch each): the first moves the process from the registry to `recovering` (it
@@ -53,6 +54,8 @@ for i = 7, #ARGV, step do
     elseif not queue then
       action = 'dead' -- not an entry this gem wrote: kept where it can be seen
       job = entry
+    elseif action == 'fair' and redis.call('SISMEMBER', K_FAIR_OFF_KEY, queue) == 1 then
+      action = 'plain' -- switched off (fair-off): a process still draining does not strand it in a fair list
     end
     if action == 'dead' then
       redis.call('ZADD', KEYS[5], now, job)

@@ -1,12 +1,15 @@
 -- Switching fair fetch off for a queue: moves up to `max` jobs of its fair backlog back to
 -- `queue:<name>` in fair order (Sidekiq then fetches them oldest-pushed first), paused tenants' jobs last,
 -- each paused tenant's oldest first. Jobs in flight stay where they are (they are acknowledged or requeued
--- as usual). The caller calls again until fewer than `max` move.
+-- as usual, those requeued or recovered from now on to `queue:<name>`: the queue is marked switched off,
+-- K_FAIR_OFF_KEY, until a process boots with it fair). The caller calls again until fewer than `max` move; a
+-- drain cut short is finished by a later recovery sweep (FairOff.finish).
 -- KEYS  queue:<name>, weights
 -- ARGV  base, queue, max
 -- Returns the number of jobs moved (fewer than max: the backlog is empty).
 local k = fair_keys(ARGV[1], KEYS[2])
 local queue, max = ARGV[2], tonumber(ARGV[3])
+redis.call('SADD', K_FAIR_OFF_KEY, queue)
 local moved = 0
 while moved < max do
   local tenant, job = serve(k, queue, true) -- caps do not hold jobs back from leaving

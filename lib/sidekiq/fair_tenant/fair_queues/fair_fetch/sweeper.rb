@@ -63,6 +63,7 @@ module Sidekiq
             return unless conn.call("SET", LEASE, identity, "NX", "PX", LEASE_MS)
 
             result = Recovery.sweep(conn, identity) or return
+            result[:drained] = FairOff.finish(conn)
             if (due = result[:due_in])
               conn.call("PEXPIRE", LEASE, [(due * 1000).ceil, 1].max)
               Recovery::PACE.within(due)
@@ -73,13 +74,24 @@ module Sidekiq
           private
 
           def run
+            on = false
             while current?
+              on ||= switch_on
               beat
               @mutex.synchronize { @wake.wait(@mutex, TICK) if @thread == Thread.current }
             end
           end
 
           def current? = @mutex.synchronize { @thread == Thread.current }
+
+          # Once per process, at its start (retried until Redis answers): its fair queues are on.
+          def switch_on
+            ::Sidekiq.redis { |conn| FairOff.switched_on(conn) }
+            true
+          rescue StandardError => e
+            FairTenant.warn(:recovery, e.class) { "fair queues on: #{e.class}: #{e.message}" }
+            false
+          end
 
           def beat
             identity = @identity
