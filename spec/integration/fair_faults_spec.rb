@@ -310,6 +310,19 @@ RSpec.describe "Fair queues through faults" do
       expect(redis.smembers(registry)).to eq([])
     end
 
+    it "keeps the interruption count out of the job's arguments, even where they hold a field of its name" do
+      job = JSON.generate({ "class" => "FairJob", "queue" => "fair", "jid" => "args-count",
+                            "args" => ["acme", { "fair_tenant_interrupted" => 7 }] })
+      redis.lpush(inflight, entry(job))
+      suspect_long_gone
+
+      expect(sweep).to include(recovered: 1)
+      back = JSON.parse(redis.lrange("#{base}t:acme", 0, -1).first)
+      expect(back["args"]).to eq(["acme", { "fair_tenant_interrupted" => 7 }]) # read and written at the top level
+      expect(back["fair_tenant_interrupted"]).to eq(1)
+      expect(redis.zcard("dead")).to eq(0)
+    end
+
     it "sends in-flight payloads that are not jobs to the dead set, as they are" do
       ["not json", "[1]", "null"].each { |bad| redis.lpush(inflight, entry(bad)) }
       redis.lpush(inflight, "garbage")

@@ -3,30 +3,33 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # How often a fair job's process died while running it: a count written into the job's bytes by each
-      # recovery (no decoding, so bytes that are not UTF-8 stay as they were), gone with a new push (a retry,
-      # by hand or by Sidekiq's poller). At MAX the job goes to the dead set instead.
+      # How often a fair job's process died while running it: a top-level field of the job, read from the
+      # decoded payload's top level (never from its arguments, which may hold a field of the same name) and
+      # written as the payload's last field by each recovery (a byte edit: no re-encoding, so bytes that are not
+      # UTF-8 and the first bytes FairPush wrote stay as they were). Anchored at the end, the edit cannot touch
+      # the arguments: a nested object's field would be followed by more than one closing bracket. Gone with a
+      # new push (a retry, by hand or by Sidekiq's poller: FairPush drops it). At MAX the job goes to the dead set
+      # instead.
       module Interruptions
         MAX = 3
         COUNT = "fair_tenant_interrupted"
-        FIELD = /"#{COUNT}":\s*(\d+)/n
+        LAST = /("#{COUNT}"\s*:\s*)\d+(\s*\}\s*\z)/n
 
         module_function
 
-        def count(job)
-          job.b[FIELD, 1].to_i
+        # The count of a decoded payload (its top level only); 0 when absent or not a count.
+        def count(payload)
+          value = payload[COUNT]
+          value.is_a?(Integer) && value.positive? ? value : 0
         end
 
         def with_count(job, count)
           bytes = job.b
           field = %("#{COUNT}":#{count})
-          return bytes.sub(FIELD, field) if bytes.match?(FIELD)
-          return bytes.sub(/\{\s*\}/, "{#{field}}") if bytes.match?(/\A\s*\{\s*\}/)
+          return bytes.sub(LAST) { "#{Regexp.last_match(1)}#{count}#{Regexp.last_match(2)}" } if bytes.match?(LAST)
+          return bytes.sub(/\}\s*\z/n, "#{field}}") if bytes.match?(/\A\s*\{\s*\}\s*\z/n)
 
-          # At the end: the first bytes stay as FairPush wrote them (JobBytes.head_first).
-          return bytes.sub(/\}\s*\z/n, ",#{field}}") if bytes.match?(/\}\s*\z/n)
-
-          bytes.sub("{", "{#{field},")
+          bytes.sub(/\}\s*\z/n, ",#{field}}")
         end
 
         # The payload for the dead set, with the reason (`killed` is told, for Dead.written).

@@ -138,7 +138,7 @@ module Sidekiq
               killed << [nil, job, NotAJob.new("not a job (a JSON object) in fair queue #{queue}")]
               return [raw, "dead", job]
             end
-            count = Interruptions.count(job) + 1
+            count = Interruptions.count(payload) + 1
             return [raw, "dead", Interruptions.dead(payload, count, queue, job, killed)] if count >= Interruptions::MAX
 
             [raw, FairQueues.fair?(queue) ? "fair" : "plain", Interruptions.with_count(job, count)]
