@@ -91,6 +91,8 @@ pub const FAIR_PAUSED_QUEUES_KEY: &str = concat!(root!(), ":fair:paused-queues")
 /// `fair_queues` removes it): their requeued and recovered jobs go to `queue:<name>`, and sweeps finish a drain
 /// cut short.
 pub const FAIR_OFF_KEY: &str = concat!(root!(), ":fair:off");
+/// The fair state's format version (`fair/version.rs`).
+pub const FAIR_FORMAT_KEY: &str = concat!(root!(), ":fair:format");
 pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
 pub const RECOVERY_LOCK_KEY: &str = concat!(root!(), ":fair:recovery-lock");
 pub const RECOVERY_LEASE_KEY: &str = concat!(root!(), ":fair:recovery-lease");
@@ -256,6 +258,7 @@ pub const NAMES: &[Name] = &[
     ),
     s("FAIR_PAUSED_QUEUES_KEY", FAIR_PAUSED_QUEUES_KEY, Everywhere),
     s("FAIR_OFF_KEY", FAIR_OFF_KEY, Everywhere),
+    s("FAIR_FORMAT_KEY", FAIR_FORMAT_KEY, Everywhere),
     s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
     s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),
     s("RECOVERY_LEASE_KEY", RECOVERY_LEASE_KEY, Everywhere),

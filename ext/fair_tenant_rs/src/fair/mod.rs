@@ -32,6 +32,7 @@ mod recovery;
 pub(crate) mod scripts;
 #[cfg(any(test, feature = "bench"))]
 mod sfq;
+mod version;
 
 pub use keys::*;
 pub use modes::{check_queue, fair_mode, parse_fair_queue, FairMode};
@@ -43,3 +44,4 @@ pub(crate) use sfq::Place;
 pub use sfq::Sfq;
 #[cfg(any(test, feature = "bench"))]
 pub(crate) use sfq::Tag;
+pub use version::{format_key, format_verdict, FormatVerdict, FAIR_FORMAT};

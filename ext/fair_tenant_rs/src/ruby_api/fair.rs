@@ -25,6 +25,17 @@ fn function(ruby: &Ruby, name: String) -> Result<RString, Error> {
     Ok(ruby.str_new(&fair::library().function(&name)))
 }
 
+/// `[verdict, version]` for the fair state's format version found (nil: none): verdict "same", "upgrade",
+/// "newer" (version: the one found) or "unreadable".
+fn format_verdict(stored: Option<String>) -> (&'static str, Option<u64>) {
+    match fair::format_verdict(stored.as_deref()) {
+        fair::FormatVerdict::Same => ("same", None),
+        fair::FormatVerdict::Upgrade => ("upgrade", None),
+        fair::FormatVerdict::Newer(v) => ("newer", Some(v)),
+        fair::FormatVerdict::Unreadable => ("unreadable", None),
+    }
+}
+
 fn check_weight(ruby: &Ruby, weight: f64) -> Result<f64, Error> {
     fair::check_weight(weight).map_err(|e| argument_error(ruby, e))
 }
@@ -103,6 +114,9 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     module.define_singleton_method("parse_fair_queue", magnus::function!(parse_fair_queue, 1))?;
     module.define_singleton_method("fair_queue_mode", magnus::function!(fair_queue_mode, 2))?;
     module.define_singleton_method("check_weight", magnus::function!(check_weight, 1))?;
+    module.define_singleton_method("format_key", magnus::function!(fair::format_key, 0))?;
+    module.define_singleton_method("format_verdict", magnus::function!(format_verdict, 1))?;
+    module.const_set("FORMAT", fair::FAIR_FORMAT)?;
     module.define_singleton_method(
         "parse_weight_field",
         magnus::function!(parse_weight_field, 1),

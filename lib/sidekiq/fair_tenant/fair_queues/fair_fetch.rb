@@ -47,7 +47,7 @@ module Sidekiq
       def retrieve_work
         HeldSlot.held!(nil)
         names = queue_order
-        if names.empty?
+        if names.empty? || !format_ok?
           sleep(TIMEOUT)
           return nil
         end
@@ -79,6 +79,9 @@ module Sidekiq
       end
 
       private
+
+      # The fair state is in the format this gem knows (FormatCheck: once per process, again after a refusal).
+      def format_ok? = FormatCheck.ok_here? || redis { |conn| FormatCheck.ok?(conn) }
 
       # Adopts what the thread's last fetch left. (Dead processes' jobs are recovered by Sweeper's thread; a
       # process registers in its first fetch or ack, and again in the first after a recovery took its jobs.)
