@@ -146,6 +146,28 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     expect(waiting).to eq(12)
   end
 
+  it "recovers large jobs a few per call: no call carries much more than RECOVER_BYTES" do
+    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 50)
+    big = "x" * 300_000
+    8.times { |i| ConservedJob.perform_async("t#{i % 2}", i, big) }
+    fetch = fetcher("dead:7:a")
+    8.times { fetch.retrieve_work }
+    Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(fetch)
+    sweep
+    key = names.recovery_suspects_key
+    redis.hgetall(key).each { |id, since| redis.hset(key, id, (since.to_f - recovery::LAPSE - 1).to_s) }
+    sizes = []
+    allow(recovery).to receive(:recover_entries).and_wrap_original do |original, *args|
+      sizes << args[3].sum(&:bytesize)
+      original.call(*args)
+    end
+
+    expect(sweep).to include(recovered: 8)
+    expect(sizes.size).to eq(2) # 4 + 4 entries of about 300 KB (the fourth passes 1 MB)
+    expect(sizes.max).to be < Sidekiq::FairTenant::Native::Names::RECOVER_BYTES + 310_000
+    expect(waiting).to eq(8)
+  end
+
   describe "fair-off" do
     let(:off) { Sidekiq::FairTenant::FairOff }
 

@@ -130,6 +130,11 @@ pub const DRAIN_BATCH: u64 = 50;
 pub const CLEAR_BATCH: u64 = 200;
 /// Most in-flight entries of a dead process one recover call takes back.
 pub const RECOVER_BATCH: u64 = 50;
+/// Most bytes of in-flight entries one recover call takes back (past the first entry: one entry larger than
+/// this goes alone), read RECOVER_PAGE entries per LRANGE: a call carries at most about twice this (the
+/// entries and the jobs as put back), however large the jobs.
+pub const RECOVER_BYTES: u64 = 1_000_000;
+pub const RECOVER_PAGE: u64 = 5;
 /// An acknowledgement of an in-flight entry longer than this, of a job that took no slot, is a plain LREM
 /// after the next fetch instead of an argument of the fetch script: a string crossing into Lua costs Redis
 /// about 1.25 ns a byte (250 us at 200 KB), a plain command a few microseconds and the fetcher a round trip.
@@ -288,6 +293,8 @@ pub const NAMES: &[Name] = &[
     n("DRAIN_BATCH", DRAIN_BATCH, &[]),
     n("CLEAR_BATCH", CLEAR_BATCH, &[]),
     n("RECOVER_BATCH", RECOVER_BATCH, &[]),
+    n("RECOVER_BYTES", RECOVER_BYTES, &[]),
+    n("RECOVER_PAGE", RECOVER_PAGE, &[]),
     n(
         "INLINE_ACK_MAX_BYTES",
         INLINE_ACK_MAX_BYTES,

@@ -61,10 +61,10 @@ module Sidekiq
             key = Native::Fair.inflight_key(identity)
             found = 0
             loop do
-              entries = conn.call("LRANGE", key, 0, ENTRIES - 1)
+              entries, more = RecoveryBatch.read(conn, key)
               taken = recover_entries(conn, identity, key, entries) # none: the process is forgotten all the same
               found += taken
-              break if entries.size < ENTRIES || taken.zero?
+              break if !more || taken.zero?
             end
             log(identity, found) if found.positive?
             found
