@@ -25,6 +25,9 @@ local function scope_keys(tag, sub)
 end
 
 local SLOT_QUOTED = '"' .. K_SLOT_FIELD .. '"'
+-- The longest lease or rate window (ms) a job may carry: about 300 years, and a whole number Redis reads
+-- back (PEXPIRE refuses 1e+15).
+local MAX_MS = 1e13
 -- The first bytes of a job FairPush wrote: enqueue time, jid, then its slot if it has one (common.lua).
 local HEAD = '^{"enqueued_at":[%d%.eE+-]+,"jid":"([%w_%-]*)",()'
 local HEAD_SLOT = '^' .. SLOT_QUOTED:gsub('%p', '%%%0') .. ':()%['
@@ -62,10 +65,13 @@ local function slot_of(job, at)
     s, jid = decoded[K_SLOT_FIELD], decoded.jid
   end
   if type(s) ~= 'table' or type(s[K_SLOT_TAG]) ~= 'string' or type(s[K_SLOT_SUB]) ~= 'string' then return nil end
+  -- A jid that is no string or number names no holder (a slot taken for it could never be given back).
+  if type(jid) ~= 'string' and type(jid) ~= 'number' then return nil end
   local slot = scope_keys(s[K_SLOT_TAG], s[K_SLOT_SUB])
   slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(jid)
-  slot.default = tonumber(s[K_SLOT_LIMIT]) or K_DEFAULT_LIMIT
-  slot.lease = tonumber(s[K_SLOT_LEASE]) or K_DEFAULT_LEASE_MS
+  -- Limit and lease as FairPush writes them (whole numbers); anything else (NaN, inf, below 0) the defaults.
+  slot.default = finite(s[K_SLOT_LIMIT], 0) or K_DEFAULT_LIMIT
+  slot.lease = finite(s[K_SLOT_LEASE], 1, MAX_MS) or K_DEFAULT_LEASE_MS
   slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
   return slot
 end
@@ -117,9 +123,11 @@ local function rate_of(job, at)
       r[#r + 1], r[#r + 2] = limit, per
     end
   end
+  -- A window whose limit is not a number from 0 up, or whose length is not 1 ms to MAX_MS, is passed over;
+  -- a length is taken in whole ms (the key's PEXPIRE refuses a fraction).
   for i = 3, #r - 1, 2 do
-    local limit, per = tonumber(r[i]), tonumber(r[i + 1])
-    if limit and per and per >= 1 then rate.windows[#rate.windows + 1] = { limit, per } end
+    local limit, per = finite(r[i], 0), finite(r[i + 1], 1, MAX_MS)
+    if limit and per then rate.windows[#rate.windows + 1] = { limit, math.floor(per) } end
   end
   if #rate.windows == 0 then return nil end
   return rate
@@ -688,18 +696,20 @@ local function charge_back(weights, timing)
   local member = timing:sub(at + tonumber(qlen))
   local tenant = member_tenant(member)
   local k = fair_keys(fair_base(queue), weights)
-  ran = bounded_ms(tonumber(ran) or 0)
+  -- Times that are not finite numbers from 0 up (a timing the gem did not write) teach and move nothing.
+  ran, charged = finite(ran, 0), finite(charged, 0)
+  if not ran then return end
+  ran = bounded_ms(ran)
   learn(k.runtimes, tenant, ran)
   learn(k.state, K_STATE_MEAN, ran)
   local w = weight(weights, tenant, queue)
-  charged = tonumber(charged)
   if w == 0 or not charged or ran == charged then return end
   local delta = (ran - charged) / 1000 / w
   local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
   local function moved(tag)
     local new = tag + delta
     if delta < 0 and new < v then new = v < tag and v or tag end
-    return new
+    return finite(new) or tag -- inf - inf (a weight near 0): the tag stays
   end
   for _, tier in ipairs({ k.ready, k.over, k.capped }) do
     local tag = tonumber(redis.call('ZSCORE', tier, member))

@@ -12,6 +12,9 @@
 local overrides, index = KEYS[1], KEYS[2]
 local field, value, tag = ARGV[1], ARGV[2], ARGV[3]
 local queue, from, count = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+if queue ~= '' and not (from and count) then -- checked before the first write
+  return redis.error_reply('ERR set_rate: from and count must be numbers')
+end
 if ARGV[4] == '1' then
   if value == '' then
     redis.call('HDEL', overrides, field)
