@@ -1,0 +1,49 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/odd_payloads"
+
+# Jobs with odd values in every field a fair queue's scripts read (enqueued_at, created_at, jid, the slot and
+# rate fields, the whole payload), pushed raw to `queue:fair` (adopted), through the client, or left in a dead
+# process's in-flight list (recovered), mixed with valid jobs of several tenants, then drained by two fetchers.
+# Redis never rolls a script back: a script that failed after its first write would lose jobs or a tenant.
+# Seeded: a failure prints its seed; replay with FAIR_PAYLOADS_SEED=<seed> (FAIR_PAYLOADS_JOBS: how many).
+RSpec.describe "Fair queues fed odd payloads" do
+  seed = (ENV["FAIR_PAYLOADS_SEED"] || (Random.new_seed % (1 << 32))).to_i
+  jobs = (ENV["FAIR_PAYLOADS_JOBS"] || 160).to_i
+
+  before do
+    stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+  end
+
+  after do
+    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  it "runs every valid job once, runs or kills every odd one, loses none and keeps every tenant " \
+     "(seed #{seed}, #{jobs} payloads)" do
+    run = OddPayloads::Run.new(seed: seed, jobs: jobs).call
+
+    expect(run.violations).to be_empty, run.report
+    expect(run.counts.values_at(:valid, :odd, :ran, :dead)).to all(be_positive), run.report
+  end
+
+  # The issue's case: a fetch adopts the first FairFetch::ADOPT_FIRST jobs, the next call the rest in one batch,
+  # where a job of "other" comes first and the first job of "acme" (so adoption reads its time) says "nan".
+  it "serves every job of an adoption batch with enqueued_at \"nan\" in its middle, and keeps its tenant" do
+    run = OddPayloads::Run.new(seed: seed, jobs: 0)
+    tenants = %w[other other other acme acme other acme]
+    markers = tenants.each_with_index.map { |t, i| run.raw_push(t, i == 3 ? { "enqueued_at" => '"nan"' } : {}) }
+
+    run.drain
+    later = run.client_push("acme") # pushed after the bad job: its tenant is still in the rotation
+    run.drain
+
+    expect(run.violations).to be_empty, run.report
+    expect(run.ran.values_at(*markers, later)).to all(eq(1)) # the bad one too: adopted with the time of its adoption
+    expect(run.min_size).to be >= 0
+  end
+end
