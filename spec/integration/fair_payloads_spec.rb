@@ -47,3 +47,50 @@ RSpec.describe "Fair queues fed odd payloads" do
     expect(run.min_size).to be >= 0
   end
 end
+
+# The slot scripts read values a hand may have written (parked payloads, runtime limits, suspects' times):
+# read before their first write too.
+RSpec.describe "Slot and recovery scripts fed odd stored values" do
+  let(:slots) { Sidekiq::FairTenant.native.slots }
+  let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default") }
+  let(:names) { Sidekiq::FairTenant::Native::Names }
+  let(:parked_key) { "#{names::SLOTS_PREFIX}#{scope[0].bytesize}:#{scope[0]}:#{scope[1]}#{names::PARKED}" }
+  let(:limits_key) { "#{names::LIMITS_PREFIX}#{scope[0].bytesize}:#{scope[0]}" }
+
+  def acquire(jid, enqueued_at = Time.now.to_f)
+    job = JSON.generate("class" => "SlotJob", "queue" => "default", "args" => ["acme"], "jid" => jid,
+                        "enqueued_at" => enqueued_at)
+    slots.acquire(scope[0], scope[1], jid, 60_000, 1, job, enqueued_at)
+  end
+
+  it "sends a parked payload that is no job to the dead set when a slot frees, and hands the slot on" do
+    expect(acquire("a")).to eq(:acquired)
+    expect(acquire("b")).to eq(:parked)
+    redis.zadd(parked_key, 1, "not a job mk1x") # the oldest parked: first in line
+
+    expect(slots.release(scope[0], scope[1], "a", 60_000, 1)).to eq(1)
+
+    expect(redis.zrange("dead", 0, -1)).to eq(["not a job mk1x"])
+    expect(JSON.parse(redis.lindex("queue:default", -1))["jid"]).to eq("b")
+  end
+
+  it "passes over a runtime limit written by hand that is not a number (the class's limit holds)" do
+    redis.hset(limits_key, scope[1], "nan")
+    expect(acquire("a")).to eq(:acquired)
+    expect(acquire("b")).to eq(:parked)
+
+    expect(slots.release(scope[0], scope[1], "a", 60_000, 1)).to eq(1)
+  end
+
+  it "suspects from now a process whose suspect time was written by hand as \"nan\"" do
+    registry = Sidekiq::FairTenant::Native::Fair.registry_key
+    suspects = Sidekiq::FairTenant::Native::Fair.recovery_suspects_key
+    redis.sadd(registry, "gone:2:x")
+    redis.hset(suspects, "gone:2:x", "nan")
+
+    result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, "sweeper:1:a") }
+
+    expect(result).to include(suspected: 1, recovered: 0)
+    expect(redis.hget(suspects, "gone:2:x").to_f).to be_within(60).of(Time.now.to_f)
+  end
+end
