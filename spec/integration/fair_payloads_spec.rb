@@ -48,6 +48,33 @@ RSpec.describe "Fair queues fed odd payloads" do
   end
 end
 
+# A fair queue by worker time reads the means it learnt, and weights: values a hand may have written too.
+RSpec.describe "Fair queues fed odd stored values" do
+  let(:names) { Sidekiq::FairTenant::Native::Names }
+  let(:fair) { Sidekiq::FairTenant::FairQueues }
+
+  before do
+    stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair:time] }
+  end
+
+  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+
+  it "serves a tenant whose weight and mean run time were written by hand as \"nan\"" do
+    redis.hset(fair::WEIGHTS_KEY, "acme", "nan")
+    redis.hset(fair.key("fair", names::RUNTIMES), "acme", "nan")
+    redis.hset(fair.key("fair", names::STATE), names::STATE_MEAN, "inf")
+    jids = Array.new(3) { |i| OddPayloadJob.perform_async("acme", i) }
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "odd:3:a")
+
+    served = Array.new(3) { fetch.retrieve_work.tap(&:acknowledge) }
+    fetch.flush_acks
+
+    expect(served.map { |unit| JSON.parse(unit.job)["jid"] }).to eq(jids)
+    expect(fair.backlog(redis, "fair")).to eq(0)
+  end
+end
+
 # The slot scripts read values a hand may have written (parked payloads, runtime limits, suspects' times):
 # read before their first write too.
 RSpec.describe "Slot and recovery scripts fed odd stored values" do

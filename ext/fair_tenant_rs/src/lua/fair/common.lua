@@ -36,7 +36,7 @@ local function activate(k, tenant, queue)
     redis.call('SADD', k.paused, tenant)
     return
   end
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   local f = tonumber(redis.call('ZSCORE', k.fin, tenant))
   if f then
     redis.call('ZREM', k.fin, tenant)

@@ -214,9 +214,9 @@ local function rate_wake(k, all)
   local due = redis.call('ZRANGEBYSCORE', k.rated, '-inf', all and '+inf' or now_ms(), 'LIMIT', 0, K_RATE_WAKE_BATCH)
   if #due == 0 then return end
   local tags = redis.call('HMGET', k.rtags, unpack(due))
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   for i, member in ipairs(due) do
-    local tag = tonumber(tags[i]) or v
+    local tag = finite(tags[i]) or v
     redis.call('ZADD', k.ready, tag > v and tag or v, member)
   end
   redis.call('ZREM', k.rated, unpack(due))
@@ -312,7 +312,7 @@ end
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
 local function rejoin(k, from, member, tag)
   redis.call('ZREM', from, member)
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   if v > tag then tag = v end
   redis.call('ZADD', k.ready, tag, member)
 end
@@ -512,7 +512,7 @@ local function woken_turn(k, queue, woken)
   local v, best, best_start
   for i, w in ipairs(woken) do
     if w.k.ready == k.ready then
-      v = v or tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+      v = v or finite(redis.call('HGET', k.state, K_STATE_V)) or 0
       local start = w.tag > v and w.tag or v
       if best == nil or start < best_start or (start == best_start and w.member < woken[best].member) then
         best, best_start = i, start
@@ -564,7 +564,7 @@ local function serve(k, queue, uncapped, woken)
     local start = tonumber(top[2])
     if tier ~= k.ready then
       -- Tags in over (or capped) stayed behind while ready tenants moved v on: v never goes backwards.
-      local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+      local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
       if v > start then start = v end
     end
     local tenant, job, jid, charged, member = turn(k, queue, tier, top[1], start, uncapped)
@@ -628,10 +628,10 @@ local function leave(k, queue, tenant, last)
   if not member then return end
   redis.call('ZREM', tier, member)
   if tier == k.rated then
-    tag = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    tag = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
   end
-  if tag > (tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > (finite(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
 end
 
 -- Takes one waiting job (the exact payload) out of `tenant`'s list of a fair queue, the scheduling state
@@ -705,7 +705,7 @@ local function charge_back(weights, timing)
   local w = weight(weights, tenant, queue)
   if w == 0 or not charged or ran == charged then return end
   local delta = (ran - charged) / 1000 / w
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   local function moved(tag)
     local new = tag + delta
     if delta < 0 and new < v then new = v < tag and v or tag end
@@ -723,7 +723,7 @@ local function charge_back(weights, timing)
       return
     end
   end
-  local kept = tonumber(redis.call('HGET', k.rtags, member)) -- waiting for a rate window
+  local kept = finite(redis.call('HGET', k.rtags, member)) -- waiting for a rate window
   if kept then
     redis.call('HSET', k.rtags, member, moved(kept))
     return

@@ -35,7 +35,7 @@ local back = 0
 for _, member in ipairs(members) do
   local rate = rate_of(redis.call('LINDEX', k.prefix .. member_tenant(member), 0))
   if rate and rate.tag == tag and (field == K_ALL_SCOPES or rate.sub == field) then
-    local kept = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    local kept = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
     rejoin(k, k.rated, member, kept)
     back = back + 1
