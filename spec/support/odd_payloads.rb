@@ -18,7 +18,7 @@ module OddPayloads
   TENANTS = %w[t0 t1 t2 t3].freeze
   # JSON texts the scripts could choke on (read with Lua's tonumber, cjson, ZADD, PEXPIRE...).
   ODD_JSON = ["NaN", '"nan"', '"inf"', '"-inf"', "1e309", "-1e309", "-1", "-0.5", "123456789012345678901234567890",
-              "1e300", '"x"', '""', "[]", "[1,2]", "{}", '{"a":1}', "null", "true", "false",
+              "1e300", "1.5", "1e15", '"x"', '""', "[]", "[1,2]", "{}", '{"a":1}', "null", "true", "false",
               "\"\xff\xfe\"".b].freeze
   # Whole payloads that are not jobs (%s: the marker).
   NOT_JOBS = ["not json %s", '[1,"%s"]', '"%s"', '{"class":"OddPayloadJob","args":["t0","%s"', "\xff\xfe %s"].freeze
@@ -188,7 +188,9 @@ module OddPayloads
       @violations << "recovery raised #{e.class}: #{e.message}"
     end
 
+    # Every fetch looks before it blocks (no idle pacing: raw pushes leave no wake-up token).
     def fetch(fetcher)
+      Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = nil
       fetcher.retrieve_work
     rescue StandardError => e
       @violations << "fetch raised #{e.class}: #{e.message}"

@@ -69,9 +69,11 @@ local function slot_of(job, at)
   if type(jid) ~= 'string' and type(jid) ~= 'number' then return nil end
   local slot = scope_keys(s[K_SLOT_TAG], s[K_SLOT_SUB])
   slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(jid)
-  -- Limit and lease as FairPush writes them (whole numbers); anything else (NaN, inf, below 0) the defaults.
+  -- Limit and lease as FairPush writes them; unreadable (NaN, inf, below 0 / 1 ms) the defaults; a lease over
+  -- MAX_MS is MAX_MS.
+  local lease = finite(s[K_SLOT_LEASE], 1)
   slot.default = finite(s[K_SLOT_LIMIT], 0) or K_DEFAULT_LIMIT
-  slot.lease = finite(s[K_SLOT_LEASE], 1, MAX_MS) or K_DEFAULT_LEASE_MS
+  slot.lease = lease and math.min(lease, MAX_MS) or K_DEFAULT_LEASE_MS
   slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
   return slot
 end
@@ -123,11 +125,11 @@ local function rate_of(job, at)
       r[#r + 1], r[#r + 2] = limit, per
     end
   end
-  -- A window whose limit is not a number from 0 up, or whose length is not 1 ms to MAX_MS, is passed over;
-  -- a length is taken in whole ms (the key's PEXPIRE refuses a fraction).
+  -- A window whose limit is not a number from 0 up, or whose length is not a number from 1 ms up, is passed
+  -- over; a length is taken in whole ms, at most MAX_MS (the key's PEXPIRE refuses a fraction, and 1e+15).
   for i = 3, #r - 1, 2 do
-    local limit, per = finite(r[i], 0), finite(r[i + 1], 1, MAX_MS)
-    if limit and per then rate.windows[#rate.windows + 1] = { limit, math.floor(per) } end
+    local limit, per = finite(r[i], 0), finite(r[i + 1], 1)
+    if limit and per then rate.windows[#rate.windows + 1] = { limit, math.floor(math.min(per, MAX_MS)) } end
   end
   if #rate.windows == 0 then return nil end
   return rate
