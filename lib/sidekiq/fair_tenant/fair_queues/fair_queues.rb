@@ -104,7 +104,8 @@ module Sidekiq
       # for re-routing): jobs pushed by a client without the gem, a raw LPUSH, a slot hand-over, or the
       # backlog from before fair fetch. If another process does the same at once the script refuses (-1)
       # and the next fetch tries again. A job with `fair_tenant_concurrency` is stored with its slot
-      # (carry_slot); a payload that is not a job (not a JSON object) goes to the dead set, as Sidekiq's
+      # (carry_slot), a job whose `enqueued_at` the scripts could not read with the time of its adoption
+      # (JobBytes.fix_time); a payload that is not a job (not a JSON object) goes to the dead set, as Sidekiq's
       # processor sends one it cannot parse.
       def adopt(conn, queue, batch)
         jobs = conn.call("LRANGE", "queue:#{queue}", -batch, -1).reverse
@@ -126,8 +127,9 @@ module Sidekiq
           return [SHARED_TENANT, job, ""]
         end
         stored = begin
-          carry_slot(payload) ? ::Sidekiq.dump_json(JobBytes.head_first(payload)) : job
-        rescue StandardError
+          changed = JobBytes.fix_time(payload, now) | carry_slot(payload)
+          changed ? ::Sidekiq.dump_json(JobBytes.head_first(payload)) : job
+        rescue StandardError # bytes that are not UTF-8, a value JSON cannot write: stored as read (the script copes)
           job
         end
         [tenant(payload), job, stored]

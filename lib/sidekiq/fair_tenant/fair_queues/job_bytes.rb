@@ -15,6 +15,19 @@ module Sidekiq
         head.merge!(payload)
       end
 
+      # The greatest `enqueued_at` the scripts read (epoch ms, year 5138; lua/fair/common.lua's job_time).
+      MAX_TIME = 1e14
+
+      # Sets `enqueued_at` to `now` when the scripts could not read it (absent, not a number, NaN, Infinity,
+      # below 0, past MAX_TIME), as FairPush sets it on every push; true when the payload changed.
+      def fix_time(payload, now)
+        time = payload["enqueued_at"]
+        return false if time.is_a?(Numeric) && time.to_f.finite? && time.between?(0, MAX_TIME)
+
+        payload["enqueued_at"] = now
+        true
+      end
+
       # Sets (or, nil, deletes) a field the scripts read; true when the payload changed.
       def carry(payload, field, value)
         return false if payload[field] == value

@@ -25,6 +25,11 @@
 -- Returns how many entries were found in the in-flight list (0 for a recovery that may not go on).
 local mode, template, cap, identity, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local keep = tonumber(ARGV[6])
+-- Checked before the first write (Redis keeps what a failing script wrote).
+local keep_ok = finite(keep, 1) and keep == math.floor(keep) -- EXPIRE takes whole seconds
+if mode ~= 'ack' and (not cap or not finite(now, 0) or (mode == 'recover' and not keep_ok)) then
+  return redis.error_reply('ERR ack: cap, now (and keep, to recover) must be numbers')
+end
 local step = mode == 'recover' and 3 or mode == 'ack' and 2 or 1
 local found = 0
 if mode == 'recover' then

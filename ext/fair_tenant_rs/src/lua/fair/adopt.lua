@@ -7,8 +7,13 @@
 --       its concurrency slot; "" for a payload that is not a job) triples, oldest job first
 -- Returns the number of payloads taken from the list, or -1 when the tail was not what the caller read.
 local k = fair_keys(ARGV[1], KEYS[2])
-local queue = ARGV[2]
+local queue, cap = ARGV[2], tonumber(ARGV[3])
 local n = (#ARGV - 4) / 3
+-- Checked before the first write (Redis keeps what a failing script wrote): the arguments here; each job's
+-- time, weight and slot are read so that no later step can fail (job_time, weight, slot_of).
+if not cap or not finite(ARGV[4], 0) or n ~= math.floor(n) then
+  return redis.error_reply('ERR adopt: base, queue, cap, now, then tenant, job, stored triples')
+end
 local tail = redis.call('LRANGE', KEYS[1], -n, -1) -- newest first: the oldest job is last
 if #tail ~= n then return -1 end
 for i = 1, n do
@@ -26,5 +31,5 @@ for i = 1, n do
   end
 end
 redis.call('HINCRBY', k.state, K_STATE_N, adopted)
-add_tokens(k, adopted, tonumber(ARGV[3]))
+add_tokens(k, adopted, cap)
 return n

@@ -20,9 +20,10 @@
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
 -- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
 
+-- A weight that is not a finite number (NaN, inf, text: written by hand) is passed over; below 0 pauses.
 local function weight(weights, tenant, queue)
   local w = redis.call('HMGET', weights, tenant .. K_WEIGHT_SEPARATOR .. queue, tenant)
-  local value = tonumber(w[1]) or tonumber(w[2]) or 1
+  local value = finite(w[1]) or finite(w[2]) or 1
   if value < 0 then value = 0 end
   return value
 end
@@ -36,7 +37,7 @@ local function activate(k, tenant, queue)
     redis.call('SADD', K_FAIR_PAUSED_QUEUES_KEY, queue)
     return
   end
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   local f = tonumber(redis.call('ZSCORE', k.fin, tenant))
   if f then
     redis.call('ZREM', k.fin, tenant)
@@ -46,23 +47,23 @@ local function activate(k, tenant, queue)
   redis.call('ZADD', k.ready, v, string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq) .. tenant)
 end
 
--- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); now when unreadable. A job FairPush
--- wrote starts with its enqueue time (`{"enqueued_at":<t>,"jid":...`): read there, whatever the job's size.
--- Others (pushed by an earlier version, adopted from `queue:<name>`) are decoded.
+-- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); Redis's time now when unreadable or
+-- out of range (absent, not a number, NaN, +-inf, below 0, past the year 5000): the caller ZADDs it after a
+-- write, so it is always a finite number. A job FairPush wrote starts with its enqueue time
+-- (`{"enqueued_at":<t>,"jid":...`): read there, whatever the job's size. Others (pushed by an earlier
+-- version, adopted from `queue:<name>`) are decoded.
 local function job_time(job)
   local t = tonumber(string.match(job, '^{"enqueued_at":([%d%.eE+-]+)[,}]'))
-  if t then
-    if t > 1e11 then t = t / 1000 end
-    return t
-  end
-  local ok, decoded = pcall(cjson.decode, job)
-  t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
   if not t then
-    local now = redis.call('TIME')
-    return tonumber(now[1]) + tonumber(now[2]) / 1e6
+    local ok, decoded = pcall(cjson.decode, job)
+    t = ok and type(decoded) == 'table' and tonumber(decoded.enqueued_at)
   end
-  if t > 1e11 then t = t / 1000 end
-  return t
+  t = finite(t, 0)
+  if t and t > 1e11 then t = t / 1000 end
+  t = finite(t, 0, 1e11)
+  if t then return t end
+  local now = redis.call('TIME')
+  return tonumber(now[1]) + tonumber(now[2]) / 1e6
 end
 
 -- One job to the back of its tenant's list (enqueued at `time`, nil: read from the job); the tenant
@@ -109,13 +110,13 @@ end
 -- Lua costs time in proportion to its length).
 local function entry_head(entry)
   local qlen, rest = entry:match('^(%d+):()')
+  qlen = finite(qlen, 0, #entry)
   if not qlen then return nil end
-  qlen = tonumber(qlen)
   local queue = entry:sub(rest, rest + qlen - 1)
   local tail = rest + qlen
   local tlen, rest2 = entry:match('^(%d+):()', tail)
+  tlen = finite(tlen, 0, #entry)
   if not tlen then return nil end
-  tlen = tonumber(tlen)
   return queue, entry:sub(rest2, rest2 + tlen - 1), rest2 + tlen
 end
 

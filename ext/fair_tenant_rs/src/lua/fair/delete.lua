@@ -33,12 +33,12 @@ local function remove_only(tenant, tier, member, tag)
   if not member then return { 1, tenant } end
   redis.call('ZREM', tier, member)
   if tier == k.rated then
-    tag = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    tag = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
   end
   local slot = slot_of(job)
   if slot and tier ~= k.ready then redis.call('ZREM', slot.waiting, waiting_entry(k, queue, tier, member)) end
-  if tag > (tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > (finite(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
   return { 1, tenant }
 end
 

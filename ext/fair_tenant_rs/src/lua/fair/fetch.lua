@@ -23,6 +23,7 @@
 local woken = ARGV[1] == '1'
 local identity = ARGV[2]
 local acks = tonumber(ARGV[3])
+if not acks then return redis.error_reply('ERR fetch: the count of acknowledgements must be a number') end -- before any write
 local woken_by_acks = {} -- tenants a released slot woke: served by this call if their turn comes first
 
 ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])

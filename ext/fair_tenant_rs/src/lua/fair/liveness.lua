@@ -11,6 +11,7 @@
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
 local lapse = tonumber(ARGV[3])
+if not lapse then return redis.error_reply('ERR liveness: the lapse must be a number') end -- before any write
 local step = redis.call('SSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
 local reply = { step[1], 0, '' }
 local soonest
@@ -18,7 +19,7 @@ local batch = step[2]
 local suspected = #batch > 0 and redis.call('HMGET', KEYS[2], unpack(batch)) or {}
 for i, identity in ipairs(batch) do
   if identity ~= ARGV[4] then
-    local since = tonumber(suspected[i])
+    local since = finite(suspected[i]) -- NaN or text (written by hand): suspected from now
     if redis.call('EXISTS', identity) == 1 then
       if since then redis.call('HDEL', KEYS[2], identity) end
     elseif since and now - since >= lapse then

@@ -25,6 +25,9 @@ local function scope_keys(tag, sub)
 end
 
 local SLOT_QUOTED = '"' .. K_SLOT_FIELD .. '"'
+-- The longest lease or rate window (ms) a job may carry: about 300 years, and a whole number Redis reads
+-- back (PEXPIRE refuses 1e+15).
+local MAX_MS = 1e13
 -- The first bytes of a job FairPush wrote: enqueue time, jid, then its slot if it has one (common.lua).
 local HEAD = '^{"enqueued_at":[%d%.eE+-]+,"jid":"([%w_%-]*)",()'
 local HEAD_SLOT = '^' .. SLOT_QUOTED:gsub('%p', '%%%0') .. ':()%['
@@ -62,10 +65,15 @@ local function slot_of(job, at)
     s, jid = decoded[K_SLOT_FIELD], decoded.jid
   end
   if type(s) ~= 'table' or type(s[K_SLOT_TAG]) ~= 'string' or type(s[K_SLOT_SUB]) ~= 'string' then return nil end
+  -- A jid that is no string or number names no holder (a slot taken for it could never be given back).
+  if type(jid) ~= 'string' and type(jid) ~= 'number' then return nil end
   local slot = scope_keys(s[K_SLOT_TAG], s[K_SLOT_SUB])
   slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(jid)
-  slot.default = tonumber(s[K_SLOT_LIMIT]) or K_DEFAULT_LIMIT
-  slot.lease = tonumber(s[K_SLOT_LEASE]) or K_DEFAULT_LEASE_MS
+  -- Limit and lease as FairPush writes them; unreadable (NaN, inf, below 0 / 1 ms) the defaults; a lease over
+  -- MAX_MS is MAX_MS.
+  local lease = finite(s[K_SLOT_LEASE], 1)
+  slot.default = finite(s[K_SLOT_LIMIT], 0) or K_DEFAULT_LIMIT
+  slot.lease = lease and math.min(lease, MAX_MS) or K_DEFAULT_LEASE_MS
   slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
   return slot
 end
@@ -117,9 +125,11 @@ local function rate_of(job, at)
       r[#r + 1], r[#r + 2] = limit, per
     end
   end
+  -- A window whose limit is not a number from 0 up, or whose length is not a number from 1 ms up, is passed
+  -- over; a length is taken in whole ms, at most MAX_MS (the key's PEXPIRE refuses a fraction, and 1e+15).
   for i = 3, #r - 1, 2 do
-    local limit, per = tonumber(r[i]), tonumber(r[i + 1])
-    if limit and per and per >= 1 then rate.windows[#rate.windows + 1] = { limit, per } end
+    local limit, per = finite(r[i], 0), finite(r[i + 1], 1)
+    if limit and per then rate.windows[#rate.windows + 1] = { limit, math.floor(math.min(per, MAX_MS)) } end
   end
   if #rate.windows == 0 then return nil end
   return rate
@@ -206,9 +216,9 @@ local function rate_wake(k, all)
   local due = redis.call('ZRANGEBYSCORE', k.rated, '-inf', all and '+inf' or now_ms(), 'LIMIT', 0, K_RATE_WAKE_BATCH)
   if #due == 0 then return end
   local tags = redis.call('HMGET', k.rtags, unpack(due))
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   for i, member in ipairs(due) do
-    local tag = tonumber(tags[i]) or v
+    local tag = finite(tags[i]) or v
     redis.call('ZADD', k.ready, tag > v and tag or v, member)
   end
   redis.call('ZREM', k.rated, unpack(due))
@@ -304,7 +314,7 @@ end
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
 local function rejoin(k, from, member, tag)
   redis.call('ZREM', from, member)
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   if v > tag then tag = v end
   redis.call('ZADD', k.ready, tag, member)
 end
@@ -505,7 +515,7 @@ local function woken_turn(k, queue, woken)
   local v, best, best_start
   for i, w in ipairs(woken) do
     if w.k.ready == k.ready then
-      v = v or tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+      v = v or finite(redis.call('HGET', k.state, K_STATE_V)) or 0
       local start = w.tag > v and w.tag or v
       if best == nil or start < best_start or (start == best_start and w.member < woken[best].member) then
         best, best_start = i, start
@@ -557,7 +567,7 @@ local function serve(k, queue, uncapped, woken)
     local start = tonumber(top[2])
     if tier ~= k.ready then
       -- Tags in over (or capped) stayed behind while ready tenants moved v on: v never goes backwards.
-      local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+      local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
       if v > start then start = v end
     end
     local tenant, job, jid, charged, member = turn(k, queue, tier, top[1], start, uncapped)
@@ -621,10 +631,10 @@ local function leave(k, queue, tenant, last)
   if not member then return end
   redis.call('ZREM', tier, member)
   if tier == k.rated then
-    tag = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    tag = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
   end
-  if tag > (tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > (finite(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
 end
 
 -- Takes one waiting job (the exact payload) out of `tenant`'s list of a fair queue, the scheduling state
@@ -690,18 +700,20 @@ local function charge_back(weights, timing)
   local member = timing:sub(at + tonumber(qlen))
   local tenant = member_tenant(member)
   local k = fair_keys(fair_base(queue), weights)
-  ran = bounded_ms(tonumber(ran) or 0)
+  -- Times that are not finite numbers from 0 up (a timing the gem did not write) teach and move nothing.
+  ran, charged = finite(ran, 0), finite(charged, 0)
+  if not ran then return end
+  ran = bounded_ms(ran)
   learn(k.runtimes, tenant, ran)
   learn(k.state, K_STATE_MEAN, ran)
   local w = weight(weights, tenant, queue)
-  charged = tonumber(charged)
   if w == 0 or not charged or ran == charged then return end
   local delta = (ran - charged) / 1000 / w
-  local v = tonumber(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
   local function moved(tag)
     local new = tag + delta
     if delta < 0 and new < v then new = v < tag and v or tag end
-    return new
+    return finite(new) or tag -- inf - inf (a weight near 0): the tag stays
   end
   for _, tier in ipairs({ k.ready, k.over, k.capped }) do
     local tag = tonumber(redis.call('ZSCORE', tier, member))
@@ -715,7 +727,7 @@ local function charge_back(weights, timing)
       return
     end
   end
-  local kept = tonumber(redis.call('HGET', k.rtags, member)) -- waiting for a rate window
+  local kept = finite(redis.call('HGET', k.rtags, member)) -- waiting for a rate window
   if kept then
     redis.call('HSET', k.rtags, member, moved(kept))
     return

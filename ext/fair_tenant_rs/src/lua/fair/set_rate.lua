@@ -12,6 +12,9 @@
 local overrides, index = KEYS[1], KEYS[2]
 local field, value, tag = ARGV[1], ARGV[2], ARGV[3]
 local queue, from, count = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+if queue ~= '' and not (from and count) then -- checked before the first write
+  return redis.error_reply('ERR set_rate: from and count must be numbers')
+end
 if ARGV[4] == '1' then
   if value == '' then
     redis.call('HDEL', overrides, field)
@@ -32,7 +35,7 @@ local back = 0
 for _, member in ipairs(members) do
   local rate = rate_of(redis.call('LINDEX', k.prefix .. member_tenant(member), 0))
   if rate and rate.tag == tag and (field == K_ALL_SCOPES or rate.sub == field) then
-    local kept = tonumber(redis.call('HGET', k.rtags, member)) or 0
+    local kept = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
     rejoin(k, k.rated, member, kept)
     back = back + 1

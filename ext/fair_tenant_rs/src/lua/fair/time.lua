@@ -14,14 +14,14 @@ end
 
 -- What a job of `tenant` is charged when served (ms).
 local function estimate(k, tenant)
-  local mean = tonumber(redis.call('HGET', k.runtimes, tenant))
-             or tonumber(redis.call('HGET', k.state, K_STATE_MEAN)) or K_TIME_DEFAULT_MS
+  local mean = finite(redis.call('HGET', k.runtimes, tenant))
+             or finite(redis.call('HGET', k.state, K_STATE_MEAN)) or K_TIME_DEFAULT_MS
   return bounded_ms(mean)
 end
 
 -- A mean moved towards a run time measured (the first one is taken as it is).
 local function learn(hash, field, ran)
-  local mean = tonumber(redis.call('HGET', hash, field))
+  local mean = finite(redis.call('HGET', hash, field)) -- NaN or text (by hand): learnt afresh
   if mean then mean = mean + (ran - mean) / K_TIME_EWMA_DIVISOR else mean = ran end
   redis.call('HSET', hash, field, mean)
 end

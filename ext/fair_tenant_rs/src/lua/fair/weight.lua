@@ -5,6 +5,10 @@
 -- ARGV  field, value, tenant, base template (%Q for the queue), cap, then queue names (Sidekiq's `queues`,
 --       K_FAIR_PAUSED_QUEUES_KEY's and the caller's fair queues)
 -- Returns the number of queues where the tenant resumed.
+-- Checked before the first write: a weight the scripts could not read would be passed over (weight()).
+if (ARGV[2] ~= '' and not finite(ARGV[2], 0)) or not tonumber(ARGV[5]) then
+  return redis.error_reply('ERR weight: the weight must be a finite number from 0 up')
+end
 if ARGV[2] == '' then
   redis.call('HDEL', KEYS[1], ARGV[1])
 else

@@ -5,7 +5,7 @@
 local holders, parked, limits, meta, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local jid = ARGV[1]
 local now = now_ms()
-local lease_until = now + tonumber(ARGV[2])
+local lease_until = now + (finite(ARGV[2], 1) or K_DEFAULT_LEASE_MS)
 
 if redis.call('ZSCORE', holders, jid) then
   redis.call('ZADD', holders, lease_until, jid)
@@ -19,7 +19,7 @@ local free = limit - redis.call('ZCARD', holders)
 if free <= 0 and redis.call('ZREMRANGEBYSCORE', holders, '-inf', now) > 0 then
   free = limit - redis.call('ZCARD', holders)
 end
-local score = tonumber(ARGV[7])
+local score = finite(ARGV[7]) or now -- the job's enqueue time (ms); unreadable (NaN, inf): now
 if free > 0 then
   local oldest = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
   if oldest[1] == nil or score < tonumber(oldest[2]) then

@@ -10,6 +10,6 @@ if redis.call('EXISTS', KEYS[2], KEYS[4]) == 0 then
 end
 local now = now_ms()
 local limit = effective_limit(KEYS[3], ARGV[4], ARGV[3])
-local handed = hand_over(KEYS[1], KEYS[2], limit, now, now + tonumber(ARGV[2]))
+local handed = hand_over(KEYS[1], KEYS[2], limit, now, now + (finite(ARGV[2], 1) or K_DEFAULT_LEASE_MS))
 wake({ holders = KEYS[1], waiting = KEYS[4] }, limit, true)
 return handed

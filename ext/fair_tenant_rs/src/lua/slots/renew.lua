@@ -5,6 +5,7 @@
 local now = now_ms()
 local renewed = 0
 for i, holders in ipairs(KEYS) do
-  renewed = renewed + redis.call('ZADD', holders, 'XX', 'CH', now + tonumber(ARGV[2 * i]), ARGV[2 * i - 1])
+  local lease = finite(ARGV[2 * i], 1) or K_DEFAULT_LEASE_MS -- read before this holder's write
+  renewed = renewed + redis.call('ZADD', holders, 'XX', 'CH', now + lease, ARGV[2 * i - 1])
 end
 return renewed

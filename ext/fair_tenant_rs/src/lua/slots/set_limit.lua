@@ -24,7 +24,8 @@ for i = 1, #entries, 2 do
   if field == K_ALL_SCOPES or field == sub then
     local default, lease = string.match(entries[i + 1], '^(%S+)' .. K_META_SEPARATOR .. '(%S+)$')
     local limit = effective_limit(limits, sub, default)
-    handed = handed + hand_over(base .. sub .. K_HOLDERS, base .. sub .. K_PARKED, limit, now, now + tonumber(lease))
+    local lease_until = now + (finite(lease, 1) or K_DEFAULT_LEASE_MS)
+    handed = handed + hand_over(base .. sub .. K_HOLDERS, base .. sub .. K_PARKED, limit, now, lease_until)
     wake(scope_keys(ARGV[4], sub), limit, true) -- fair-queue tenants waiting on the scope
   end
 end

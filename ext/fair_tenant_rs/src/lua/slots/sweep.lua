@@ -14,7 +14,7 @@ for i = 1, #entries, 2 do
   local holders, parked = base .. sub .. K_HOLDERS, base .. sub .. K_PARKED
   local limit = effective_limit(limits, sub, default)
   reclaimed = reclaimed + redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
-  handed = handed + hand_over(holders, parked, limit, now, now + tonumber(lease))
+  handed = handed + hand_over(holders, parked, limit, now, now + (finite(lease, 1) or K_DEFAULT_LEASE_MS))
   local scope = scope_keys(ARGV[2], sub)
   wake(scope, limit, true) -- fair-queue tenants waiting on the scope (fair_caps.lua)
   if redis.call('ZCARD', holders) == 0 and redis.call('ZCARD', parked) == 0
