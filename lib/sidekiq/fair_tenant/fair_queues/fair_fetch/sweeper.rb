@@ -82,12 +82,20 @@ module Sidekiq
           def current? = @mutex.synchronize { @thread == Thread.current }
 
           def beat
+            audit
             identity = @identity
             return unless identity && Recovery::PACE.due?
 
             ::Sidekiq.redis { |conn| turn(conn, identity) }
           rescue StandardError => e
             FairTenant.warn(:recovery, e.class) { "recovery sweep: #{e.class}: #{e.message}" }
+          end
+
+          # This process's own in-flight list (Audit), when due.
+          def audit
+            Audit.beat
+          rescue StandardError => e
+            FairTenant.warn(:inflight_audit, e.class) { "in-flight audit: #{e.class}: #{e.message}" }
           end
         end
       end
