@@ -148,8 +148,8 @@ class SteadyFairJob
   end
 end
 
-# Records its start in a file (FAIR_APP_EVENTS_FILE), not in Redis, then sleeps: a job that never waits for a
-# stalled Redis, so a stall meets its thread's next fetch. args: tenant, index, sleep_ms
+# Records its start (index and time) in a file (FAIR_APP_EVENTS_FILE), not in Redis, then sleeps: a job that never
+# waits for a stalled Redis, so a stall meets its thread's next fetch. args: tenant, index, sleep_ms
 class FileFairJob
   include Sidekiq::Worker
 
@@ -158,7 +158,7 @@ class FileFairJob
   def self.fair_tenant(tenant, *) = tenant
 
   def perform(_tenant, index, sleep_ms)
-    File.open(ENV.fetch("FAIR_APP_EVENTS_FILE"), "a") { |file| file.write("#{index}\n") }
+    File.open(ENV.fetch("FAIR_APP_EVENTS_FILE"), "a") { |file| file.write("#{index} #{Time.now.to_f}\n") }
     sleep(sleep_ms / 1000.0)
   end
 end
