@@ -25,15 +25,8 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
   let(:in_flight) { Sidekiq::FairTenant::FairFetch::InFlight }
   let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
 
-  before do
-    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
-    audit::PACE.never! # audits only where the example calls them
-  end
-
-  after do
-    audit::PACE.now!
-    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
-  end
+  before { Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] } } # (spec_helper: no audit but by hand)
+  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
 
   def fetcher(identity)
     Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap do
