@@ -154,6 +154,7 @@ RSpec.configure do |config|
     heartbeat = Sidekiq::FairTenant::Slots.started?
     Sidekiq::FairTenant::Slots.stop
     Sidekiq::FairTenant::FairFetch::Sweeper.stop # an in-process fetcher's recovery sweeps, likewise
+    Sidekiq::FairTenant::FairFetch::Audit::PACE.never! # and its audit of its own in-flight list: examples call it
     Sidekiq::FairTenant.reset_native! if heartbeat
     redis.flushdb
     Sidekiq::FairTenant.warnings.reset

@@ -133,7 +133,7 @@ RSpec.describe "sidekiq-fair_tenant command" do
                                "1 of static's 2 waiting job(s) are ahead of it",
                                "static is out of the rotation until its next job's concurrency scope has room"])
     expect(lines[3]).to match(%r{\Aheld by tenant static queue fair: running 1/1; holders: #{holder} \(lease [\d.]+s})
-    expect(cli("why", holder)[0]).to match(/\A#{holder} is running in process \S+ \(queue fair, tenant static\)\n\z/)
+    expect(cli("why", holder)[0]).to match(/\A#{holder} is in flight at \S+ \(queue fair, tenant static\): its heart/)
     json = JSON.parse(cli("why", jid, "--json")[0])
     expect(json).to include("state" => "waiting", "tenant" => "static", "place" => "capped", "ahead_in_tenant" => 1)
     expect(cli("why", "gone")[0]).to match(/\Agone was not found waiting, running/)

@@ -2,6 +2,7 @@
 
 require "spec_helper"
 require_relative "../support/capped_fair"
+require "sidekiq/fair_tenant/cli/why_text"
 
 # Why is this job still waiting? FairTenant.why on real pushes and a real FairFetch in this process.
 RSpec.describe "Sidekiq::FairTenant.why" do
@@ -30,7 +31,27 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     expect(held[:holders].map { |h| h[:jid] }).to eq([jid_of(units[0])])
     expect(held[:holders].first[:lease_left]).to be > 0
     expect(why.call(jid_of(units[0]))).to eq(jid: jid_of(units[0]), state: :running, queue: "fair",
-                                             tenant: "static", process: fetch.identity)
+                                             tenant: "static", process: fetch.identity, alive: false,
+                                             back_within: nil)
+  end
+
+  it "says a job in a live process's in-flight list runs there or goes back within the audit's bound" do
+    fetch, units = CappedFair.build
+    redis.hset(fetch.identity, "beat", Time.now.to_f) # the process's Sidekiq heartbeat
+    jid = jid_of(units[0])
+    result = why.call(jid)
+    within = Sidekiq::FairTenant::FairFetch::Audit.within
+    expect(result).to include(state: :running, process: fetch.identity, alive: true, back_within: within)
+    expect(within).to eq((2 * Sidekiq::FairTenant::Native::Fair::INFLIGHT_AUDIT_SECONDS) + 1)
+    expect(Sidekiq::FairTenant::WhyText.lines(result)).to eq(
+      ["#{jid} is in flight at #{fetch.identity} (queue fair, tenant static): running there, or back at the " \
+       "front of its tenant within #{within} s if no thread there runs it"]
+    )
+    redis.del(fetch.identity)
+    expect(Sidekiq::FairTenant::WhyText.lines(why.call(jid))).to eq(
+      ["#{jid} is in flight at #{fetch.identity} (queue fair, tenant static): its heartbeat is gone; it goes " \
+       "back once the process is taken for dead"]
+    )
   end
 
   it "says where a job of a ready tenant stands: its own jobs ahead, the tenants ahead, its share" do

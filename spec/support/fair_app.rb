@@ -34,6 +34,11 @@ Sidekiq.configure_server do |config|
   # FAIR_APP_MODE=time: `fair` shares its workers by worker time.
   fair_queues = [{ "fair" => ENV["FAIR_APP_MODE"] }] if ENV["FAIR_APP_MODE"]
   Sidekiq::FairTenant.configure { |c| c.fair_queues = ENV["FAIR_APP_PLAIN"] ? [] : fair_queues }
+  # FAIR_APP_NETWORK_TIMEOUT=s: Sidekiq's Redis read timeout (a Redis busy for longer makes the client send the
+  # call again). FAIR_APP_AUDIT_SECONDS=s: the process audits its in-flight list every s seconds.
+  config.redis = { url: ENV.fetch("REDIS_URL"), network_timeout: Float(ENV["FAIR_APP_NETWORK_TIMEOUT"]) } if
+    ENV["FAIR_APP_NETWORK_TIMEOUT"]
+  Sidekiq::FairTenant::FairFetch::Audit.every = ENV["FAIR_APP_AUDIT_SECONDS"] if ENV["FAIR_APP_AUDIT_SECONDS"]
 end
 
 require_relative "parent_watch"
@@ -140,6 +145,21 @@ class SteadyFairJob
     SteadyFairJob.record("start", jid, "fair", tenant, index)
     sleep(sleep_ms / 1000.0) if sleep_ms.positive?
     SteadyFairJob.record("finish", jid, "fair", tenant, index)
+  end
+end
+
+# Records its start (index and time) in a file (FAIR_APP_EVENTS_FILE), not in Redis, then sleeps: a job that never
+# waits for a stalled Redis, so a stall meets its thread's next fetch. args: tenant, index, sleep_ms
+class FileFairJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(_tenant, index, sleep_ms)
+    File.open(ENV.fetch("FAIR_APP_EVENTS_FILE"), "a") { |file| file.write("#{index} #{Time.now.to_f}\n") }
+    sleep(sleep_ms / 1000.0)
   end
 end
 

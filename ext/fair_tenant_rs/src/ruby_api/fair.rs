@@ -139,6 +139,8 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     module.const_set("RECOVERY_INTERVAL_SECONDS", fair::RECOVERY_INTERVAL_SECONDS)?;
     module.const_set("RECOVERY_LEASE_MS", fair::RECOVERY_LEASE_MS)?;
     module.const_set("RECOVERY_BATCH", fair::RECOVERY_BATCH)?;
+    module.const_set("INFLIGHT_AUDIT_SECONDS", fair::INFLIGHT_AUDIT_SECONDS)?;
+    module.const_set("INFLIGHT_AUDIT_PAGE", fair::INFLIGHT_AUDIT_PAGE)?;
     module.define_singleton_method(
         "recovered_key",
         magnus::function!(|identity: String| fair::recovered_key(&identity), 1),

@@ -24,14 +24,22 @@ module Sidekiq
       def lines(why)
         jid = why[:jid]
         case why[:state]
-        when :running then ["#{jid} is running in process #{why[:process]} (queue #{why[:queue]}, " \
-                            "tenant #{why[:tenant]})"]
+        when :running then in_flight(why)
         when :waiting then waiting(why)
         when :queued then ["#{jid} waits in queue #{why[:queue]}, not fair (first in, first out): " \
                            "#{why[:ahead]} job(s) ahead of it"]
         when *SETS.keys then ["#{jid} is in #{SETS[why[:state]]} #{why[:at]&.utc&.iso8601} (queue #{why[:queue]})"]
         else ["#{jid} was not found waiting, running, scheduled, retrying or dead (it may have finished)"]
         end
+      end
+
+      # A live process runs it, or its audit puts it back; a dead one's jobs are recovered.
+      def in_flight(why)
+        where = "#{why[:jid]} is in flight at #{why[:process]} (queue #{why[:queue]}, tenant #{why[:tenant]})"
+        return ["#{where}: its heartbeat is gone; it goes back once the process is taken for dead"] unless why[:alive]
+
+        ["#{where}: running there, or back at the front of its tenant within #{why[:back_within]} s " \
+         "if no thread there runs it"]
       end
 
       def waiting(why)

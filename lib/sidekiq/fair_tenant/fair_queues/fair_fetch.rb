@@ -18,6 +18,7 @@ module Sidekiq
       include IdleLook
       include RateWait
       include Acks
+      include Finish
 
       TIMEOUT = 2
       SIG = Native::Names::SIG
@@ -37,6 +38,7 @@ module Sidekiq
         @inflight_key = Native::Fair.inflight_key(@identity)
         @keys = [@inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Native::Fair.recovered_key(@identity)]
         init_acks
+        @ledger = InFlight.ledger(@inflight_key, self)
         FairFetch.background(self)
       end
 
@@ -69,15 +71,6 @@ module Sidekiq
         ::Sidekiq.logger.warn("Failed to requeue #{inprogress.size} jobs: #{e.message}")
       end
 
-      # Drops in-flight entries ("ack") or puts their jobs back at the front of their tenants ("requeue").
-      def finish(mode, entries, conn = nil)
-        return redis { |c| finish(mode, entries, c) } unless conn
-
-        FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
-                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
-                        *entries])
-      end
-
       private
 
       # The fair state is in the format this gem knows (FormatCheck: once per process, again after a refusal).
@@ -90,16 +83,6 @@ module Sidekiq
         FairFetch.adopt_left(conn, ADOPT_BATCH)
       end
 
-      def requeue_units(units)
-        fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
-        finish("requeue", fair.map(&:entry)) unless fair.empty?
-        requeue_plain(plain.group_by(&:queue)) unless plain.empty?
-      end
-
-      def requeue_plain(by_queue)
-        redis { |conn| by_queue.each { |queue, list| conn.call("RPUSH", queue, *list.map(&:job)) } }
-      end
-
       # Sidekiq's order: strict, or shuffled by weight (a queue listed twice is twice as likely first).
       def queue_order
         return @queues if @strict
@@ -107,7 +90,12 @@ module Sidekiq
         @queues.shuffle.uniq
       end
 
+      # A call that may write an entry into the in-flight list (InFlight): it ends once its unit was handed out.
       def fetch(conn, names, woken:)
+        InFlight.call(@ledger) { fetch_served(conn, names, woken) }
+      end
+
+      def fetch_served(conn, names, woken)
         triples = names.flat_map { |name| FairFetch.fetch_args(name) }
         3.times do
           reply = fetch_once(conn, woken, triples) or return nil
@@ -138,7 +126,9 @@ module Sidekiq
         return PlainUnit.new("queue:#{queue}", job, self) unless tenant
 
         timing = FairUnit.timing(queue, charged, member)
-        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held, timing)
+        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held, timing).tap do |unit|
+          InFlight.handed(@ledger, unit)
+        end
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, a job of a plain one, or the instant

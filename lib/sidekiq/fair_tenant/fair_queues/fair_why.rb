@@ -12,7 +12,9 @@ module Sidekiq
     #   #     held_by: {concurrency: {scope: {tenant: "acme", queue: "imports"}, running: 2, limit: 2,
     #   #               elastic: false, holders: [{jid: "...", lease_left: 41.5}, ...]}}}
     #
-    # `state`: :running (in a process's in-flight list: `process`, and `queue`/`tenant` for a fair queue),
+    # `state`: :running (in a process's in-flight list: `process`, and `queue`/`tenant` for a fair queue;
+    # `alive`: its Sidekiq heartbeat key exists, and then `back_within`: the seconds within which the process's
+    # audit puts the job back at the front of its tenant if no thread of it runs the job),
     # :waiting (in a fair queue's backlog, explained as above), :queued (in a plain queue's list: `ahead`, jobs
     # Sidekiq pops first), :scheduled, :retry or :dead (`at`: when it runs next, or died), or :unknown.
     # `place`: :ready (in the rotation; `tenants_ahead` of the ready tenants start first), :capped (out of the
@@ -50,11 +52,17 @@ module Sidekiq
           conn.call("LRANGE", Native::Fair.inflight_key(identity), 0, -1).each do |entry|
             next unless entry.include?(quoted(jid))
 
-            queue, tenant, = Native::Fair.decode_entry(entry)
-            return { jid: jid, state: :running, queue: queue, tenant: tenant, process: identity }
+            return in_flight(conn, jid, identity, entry)
           end
         end
         nil
+      end
+
+      def in_flight(conn, jid, identity, entry)
+        queue, tenant, = Native::Fair.decode_entry(entry)
+        alive = conn.call("EXISTS", identity).to_i == 1
+        { jid: jid, state: :running, queue: queue, tenant: tenant, process: identity, alive: alive,
+          back_within: alive ? FairFetch::Audit.within : nil }
       end
 
       def waiting(conn, jid)

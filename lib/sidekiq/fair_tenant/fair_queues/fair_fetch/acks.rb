@@ -37,6 +37,12 @@ module Sidekiq
             end
           end
 
+          # The entries of the in-flight list `key` whose acknowledgement is pending (for the audit).
+          def pending(key)
+            acks = @mutex.synchronize { @pending[key] } or return []
+            acks.mutex.synchronize { acks.list.dup }
+          end
+
           # At exit, a few attempts (a failover may be under way); what still fails runs again (at least once).
           def flush_all
             @mutex.synchronize { @fetchers.dup }.each do |fetcher|

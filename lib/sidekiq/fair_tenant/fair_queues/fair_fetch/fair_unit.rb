@@ -17,8 +17,10 @@ module Sidekiq
           ::Process.clock_gettime(::Process::CLOCK_MONOTONIC, :millisecond)
         end
 
+        # Pending first, then no longer run: the audit (Audit) always finds the entry in one or the other.
         def acknowledge
           fetch.acknowledged(entry, slotless: held.to_s.empty?, timing: ran)
+          fetch.returned(self)
         end
 
         def queue_name
@@ -27,6 +29,8 @@ module Sidekiq
 
         def requeue
           fetch.finish("requeue", [entry])
+        ensure
+          fetch.returned(self)
         end
 
         private

@@ -10,7 +10,8 @@ module Sidekiq
       # per fetching thread, all of them blocked in BRPOP when idle). The lease lives LEASE_MS, a little
       # less than the interval: one sweep per interval whatever the fleet's size, one command for each
       # other process. While a process is suspected, the sweeper shortens the lease to when the first
-      # suspect is due, and looks again then.
+      # suspect is due, and looks again then. The same thread audits this process's own in-flight list every
+      # Audit.every seconds (Audit).
       module Sweeper
         LEASE = Native::Fair.recovery_lease_key.freeze
         LEASE_MS = Native::Fair::RECOVERY_LEASE_MS
@@ -94,12 +95,20 @@ module Sidekiq
           end
 
           def beat
+            audit
             identity = @identity
             return unless identity && Recovery::PACE.due?
 
             ::Sidekiq.redis { |conn| turn(conn, identity) }
           rescue StandardError => e
             FairTenant.warn(:recovery, e.class) { "recovery sweep: #{e.class}: #{e.message}" }
+          end
+
+          # This process's own in-flight list (Audit), when due.
+          def audit
+            Audit.beat
+          rescue StandardError => e
+            FairTenant.warn(:inflight_audit, e.class) { "in-flight audit: #{e.class}: #{e.message}" }
           end
         end
       end

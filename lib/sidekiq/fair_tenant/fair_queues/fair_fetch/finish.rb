@@ -1,0 +1,45 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # In-flight entries dropped (acknowledged) or put back at the front of their tenants (requeued), and the
+      # in-flight ledger (InFlight) told: a call that may write entries into the list is counted while under way,
+      # and a unit acknowledged or requeued runs in no thread any more.
+      module Finish
+        # Drops in-flight entries ("ack") or puts their jobs back at the front of their tenants ("requeue").
+        # Returns how many were found in the list.
+        def finish(mode, entries, conn = nil)
+          return redis { |c| finish(mode, entries, c) } unless conn
+
+          InFlight.call(@ledger) do
+            FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
+                           [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
+                            *entries])
+          end
+        end
+
+        # A unit of this list was acknowledged (its acknowledgement is pending) or requeued: no thread runs it.
+        def returned(unit)
+          InFlight.returned(@ledger, unit)
+        end
+
+        private
+
+        def requeue_units(units)
+          fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
+          begin
+            finish("requeue", fair.map(&:entry)) unless fair.empty?
+          ensure
+            fair.each { |unit| returned(unit) }
+          end
+          requeue_plain(plain.group_by(&:queue)) unless plain.empty?
+        end
+
+        def requeue_plain(by_queue)
+          redis { |conn| by_queue.each { |queue, list| conn.call("RPUSH", queue, *list.map(&:job)) } }
+        end
+      end
+    end
+  end
+end
