@@ -195,7 +195,7 @@ module Sidekiq
         config.on(:quiet) { FairFetch::Sweeper.stop }
         config.on(:shutdown) do
           FairFetch::Sweeper.stop
-          Slots.stop
+          Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
         end
       end
     end
