@@ -95,3 +95,23 @@ class WebhookJob
     SlotsApp.record("finish", jid, [customer, index])
   end
 end
+
+# Two classes sharing one scope (their tenant's jobs from "default") with different limits: each job is held to
+# its own, whichever job frees the slot it is handed.
+class WideJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: 3, lease: 5 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index, sleep_ms)
+    SlotsApp.record("start", jid, [tenant, index])
+    sleep(sleep_ms / 1000.0)
+    SlotsApp.record("finish", jid, [tenant, index])
+  end
+end
+
+class NarrowJob < WideJob
+  sidekiq_options fair_tenant_concurrency: { limit: 1, lease: 5 }
+end

@@ -37,6 +37,19 @@ pub const LIMITS_INDEX_KEY: &str = concat!(root!(), ":limits:index");
 pub const HOLDERS: &str = ":holders";
 pub const PARKED: &str = ":parked";
 pub const WAITING: &str = ":waiting";
+/// A scope's holders' runs: jid -> the run token of the server thread holding its slot, or
+/// [`HANDED`] + the parking run's token while a handed-over slot waits for its job to be fetched.
+pub const RUNS: &str = ":runs";
+/// A scope's parked jobs' own terms: jid -> "<run><META_SEPARATOR><default limit><META_SEPARATOR><lease ms>".
+pub const WAITS: &str = ":waits";
+pub const HANDED: &str = "^";
+/// Most parked jobs one script call hands a slot (release, sweep, a runtime limit), and most payload bytes
+/// (the job that crosses it still goes): the rest go in further calls.
+pub const HAND_OVER_BATCH: u64 = 100;
+pub const HAND_OVER_BYTES: u64 = 1_000_000;
+/// A run given up after a lost acquire reply takes its handed-over copy back from this many jobs at its
+/// queue's tail (where a hand-over pushes it), at most.
+pub const FORGET_TAIL: u64 = 50;
 /// A tag's sweep registration: sub -> "<default limit><META_SEPARATOR><lease ms>".
 pub const META: &str = "meta";
 pub const META_SEPARATOR: &str = " ";
@@ -215,6 +228,12 @@ pub const NAMES: &[Name] = &[
     s("HOLDERS", HOLDERS, Everywhere),
     s("PARKED", PARKED, Lua),
     s("WAITING", WAITING, Lua),
+    s("RUNS", RUNS, Lua),
+    s("WAITS", WAITS, Lua),
+    s("HANDED", HANDED, Literal),
+    n("HAND_OVER_BATCH", HAND_OVER_BATCH, &[]),
+    n("HAND_OVER_BYTES", HAND_OVER_BYTES, &[]),
+    n("FORGET_TAIL", FORGET_TAIL, &[]),
     s("META", META, Everywhere),
     s("META_SEPARATOR", META_SEPARATOR, Literal),
     s("TENANT_TAG", TENANT_TAG, Everywhere),

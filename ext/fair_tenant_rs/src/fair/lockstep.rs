@@ -735,7 +735,7 @@ impl<'a> Lockstep<'a> {
                 let field = if *whole_tag { "*" } else { d.sub.as_str() };
                 let value = limit.map(|l| l as u64);
                 let inv = slots::set_limit_invocation(d.tag.as_bytes(), field.as_bytes(), value);
-                let _: i64 = inv.invoke(self.con).unwrap();
+                let _: (i64, i64) = inv.invoke(self.con).unwrap();
                 match (limit, whole_tag) {
                     (_, true) => self.model.set_tag_limit(&d.tag, *limit),
                     (Some(l), false) => self.model.set_limit(&d.name(), *l),

@@ -26,13 +26,19 @@ module Sidekiq
         def running(slot)
           @mutex.synchronize do
             forget_parent
-            @running[slot.jid] = slot
+            @running[[slot.jid, slot.run]] = slot
           end
           start
         end
 
         def finished(slot)
-          @mutex.synchronize { @running.delete(slot.jid) }
+          @mutex.synchronize { @running.delete([slot.jid, slot.run]) }
+        end
+
+        # A run whose acquire's reply was lost: the heartbeat gives back what the call took (LostReplies).
+        def forget(slot, payload, queue)
+          LostReplies.add(slot, payload, queue)
+          start
         end
 
         def running_slots
@@ -73,6 +79,7 @@ module Sidekiq
         # One heartbeat: renew the leases due, sweep when due, and tell fair-queue recovery this process lives.
         # Public for specs and `bin/bench`.
         def beat(now = Interval.now)
+          LostReplies.give_back
           renew if RENEW.due?(now, every: renew_every)
           sweep if SWEEP.due?(now, every: FairTenant.config.sweep_interval)
           FairFetch::Liveness.beat(now)
@@ -95,7 +102,7 @@ module Sidekiq
         # after this starts a new heartbeat (#running records, then starts).
         def idle_after_stop?
           @mutex.synchronize do
-            next false unless @stopping && @running.empty?
+            next false unless @stopping && @running.empty? && LostReplies.empty?
 
             @thread = nil if @thread == Thread.current
             true
