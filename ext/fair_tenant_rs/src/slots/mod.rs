@@ -9,6 +9,7 @@
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:waiting`  fair-queue tenants waiting for a slot
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:runs`     jid -> the run holding its slot (one slot per run of a jid)
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:waits`    jid -> a parked job's own "run limit lease"
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:gone`     runs given up before their lost acquire reached Redis
 //! - `<SLOTS_PREFIX><len>:<tag>:meta`           sub -> "default_limit lease_ms"
 //! - `<LIMITS_PREFIX><len>:<tag>`               '*' or sub -> runtime limit
 //! - `SLOT_TAGS_KEY`, `LIMITS_INDEX_KEY`: tags to sweep / list
@@ -73,14 +74,17 @@ pub enum Acquired {
     Held,
     /// No slot: the job is parked and will be pushed back to its queue when one frees.
     Parked,
+    /// A copy of a job that ran already (its run was given up after a lost reply): acknowledge it, do not run it.
+    Dropped,
 }
 
 impl Acquired {
-    /// What `acquire.lua` returned: 0 acquired, 1 held, anything else parked.
+    /// What `acquire.lua` returned: 0 acquired, 1 held, 3 dropped, anything else parked.
     pub fn from_code(code: i64) -> Acquired {
         match code {
             0 => Acquired::Acquired,
             1 => Acquired::Held,
+            3 => Acquired::Dropped,
             _ => Acquired::Parked,
         }
     }
@@ -91,6 +95,7 @@ impl Acquired {
             Acquired::Acquired => "acquired",
             Acquired::Held => "held",
             Acquired::Parked => "parked",
+            Acquired::Dropped => "dropped",
         }
     }
 }
@@ -155,6 +160,11 @@ impl Scope {
     /// Each parked job's own terms: its run, default limit and lease.
     pub fn waits(&self) -> Vec<u8> {
         join(&[&base(&self.tag), &self.sub, names::WAITS.as_bytes()])
+    }
+
+    /// Runs given up (a lost acquire reply) before their acquire reached Redis: it takes nothing when it does.
+    pub fn gone(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, names::GONE.as_bytes()])
     }
 
     /// Fair-queue tenants waiting for a slot of this scope (`lua/fair/serve.lua`).
@@ -279,6 +289,7 @@ pub fn acquire_call(
         tags_key().into_bytes(),
         s.runs(),
         s.waits(),
+        s.gone(),
     ];
     let args = vec![
         req.jid.to_vec(),
@@ -339,6 +350,7 @@ pub fn release_call(req: &Request<'_>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         s.waiting(),
         s.runs(),
         s.waits(),
+        s.gone(),
     ];
     let args = vec![
         req.jid.to_vec(),
@@ -676,6 +688,7 @@ mod tests {
             scope.waiting(),
             scope.runs(),
             scope.waits(),
+            scope.gone(),
         ];
         assert_eq!(keys, expected_keys);
         let expected: [&[u8]; 5] = [b"j1", b"60000", b"3", b"q:default", b"r1"];
@@ -803,6 +816,7 @@ mod tests {
             tags_key().into_bytes(),
             scope.runs(),
             scope.waits(),
+            scope.gone(),
         ];
         assert_eq!(keys, expected_keys);
         let expected: [&[u8]; 8] = [
@@ -819,6 +833,7 @@ mod tests {
         assert_eq!(Acquired::from_code(0), Acquired::Acquired);
         assert_eq!(Acquired::from_code(1), Acquired::Held);
         assert_eq!(Acquired::from_code(2), Acquired::Parked);
+        assert_eq!(Acquired::from_code(3), Acquired::Dropped);
     }
 
     #[test]

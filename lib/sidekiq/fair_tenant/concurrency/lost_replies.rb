@@ -6,6 +6,7 @@ module Sidekiq
     # may have reached Redis all the same and taken a slot or parked a copy. The heartbeat (Slots.beat) gives either
     # back (SlotCalls.forget) as soon as Redis answers, so a parked copy never runs the job a second time.
     module LostReplies
+      MAX = Native::Names::LOST_REPLIES_MAX
       @pending = [] # [slot, payload as the acquire sent it, queue]
       @mutex = Mutex.new
       @pid = nil
@@ -15,6 +16,7 @@ module Sidekiq
           @mutex.synchronize do
             forget_parent
             @pending << [slot, payload, queue]
+            @pending.shift while @pending.size > MAX
           end
         end
 

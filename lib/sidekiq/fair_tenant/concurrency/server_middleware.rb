@@ -40,7 +40,7 @@ module Sidekiq
         payload = Sidekiq.dump_json(job)
         case acquire(slot, payload, job)
         when :parked then parked(slot, job)
-        when :unsent then yield
+        when :dropped then nil # a copy of a job that ran already (its run was given up after a lost reply)
         when :failed then unslotted(slot, payload, job, &block)
         else run(slot, &block)
         end
@@ -78,16 +78,22 @@ module Sidekiq
         SlotCalls.acquire(slot, payload, job["enqueued_at"].to_f)
       rescue *SlotCalls::REDIS_ERRORS => e
         FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
-        SlotCalls::UNSENT_ERRORS.any? { |unsent| e.is_a?(unsent) } ? :unsent : :failed
+        :failed
       rescue Exception # rubocop:disable Lint/RescueException
         release(slot)
         raise
       end
 
-      # Runs without its slot (fail-open). The acquire may have reached Redis all the same and taken a slot or
-      # parked a copy: the heartbeat gives either back as soon as Redis answers, so the copy never runs again.
+      # Runs without its slot (fail-open). The acquire may have reached Redis all the same (or come later) and
+      # taken a slot or parked a copy: given back at once when Redis answers now, else by the heartbeat, so the
+      # copy never runs the job again.
       def unslotted(slot, payload, job)
-        Slots.forget(slot, payload, job["queue"].to_s)
+        queue = job["queue"].to_s
+        begin
+          SlotCalls.forget(slot, payload, queue)
+        rescue *SlotCalls::REDIS_ERRORS
+          Slots.forget(slot, payload, queue)
+        end
         yield
       end
 

@@ -15,11 +15,6 @@ module Sidekiq
       # redis-client on 7.x/8.x), and the gem's own errors.
       REDIS_ERRORS = [Error, (::Redis::BaseError if defined?(::Redis::BaseError)),
                       (::RedisClient::Error if defined?(::RedisClient::Error))].compact.freeze
-      # Raised before a call was sent: it took nothing.
-      UNSENT_ERRORS = [
-        (::Redis::CannotConnectError if defined?(::Redis::CannotConnectError)),
-        (::RedisClient::CannotConnectError if defined?(::RedisClient::CannotConnectError))
-      ].compact.freeze
 
       module_function
 

@@ -1,8 +1,9 @@
 -- Takes a slot for a run of a job about to run, or parks it, in one atomic step. Idempotent per run: a
 -- re-sent call (its reply lost) never parks twice nor takes two slots.
--- KEYS  holders, parked, limits, meta, tags, runs, waits
+-- KEYS  holders, parked, limits, meta, tags, runs, waits, gone
 -- ARGV  jid, lease (ms), default limit, sub, tag, payload, enqueue score, run
--- Returns 0 acquired, 1 already held (handed over, or a re-acquire), 2 parked.
+-- Returns 0 acquired, 1 already held (handed over, or a re-acquire), 2 parked, 3 dropped (a copy of a job that
+-- ran already, or a call of a run given up: nothing taken).
 local holders, parked, limits, meta, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local jid, run = ARGV[1], ARGV[8]
 local now = now_ms()
@@ -10,9 +11,20 @@ local lease_until = now + tonumber(ARGV[2])
 local s = { holders = holders, parked = parked, runs = KEYS[6], waits = KEYS[7], limits = limits, sub = ARGV[4],
             default = ARGV[3], lease = ARGV[2] }
 
+-- This run was given up after its reply was lost (release.lua's forget), before this call came: it takes nothing.
+if redis.call('HEXISTS', KEYS[8], run) == 1 then
+  return 3
+end
 -- A slot of this jid: this run's (re-sent), a handed-over one this run claims, or another run's.
 local owner = redis.call('HGET', s.runs, jid)
 local held = redis.call('ZSCORE', holders, jid)
+if held and owner == K_DROPPED then
+  -- The copy of a job whose run was given up after a lost reply, and ran: it frees its slot and is not run.
+  redis.call('ZREM', holders, jid)
+  redis.call('HDEL', s.runs, jid)
+  hand_over(s, now)
+  return 3
+end
 -- This run parked, its reply was lost and its copy was handed over since: the re-sent call runs it, and takes
 -- the copy back from its queue's tail (one of them runs).
 if held and owner == K_HANDED .. run then
