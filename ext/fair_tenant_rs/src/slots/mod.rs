@@ -17,6 +17,10 @@
 //! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
 
 pub mod concurrency;
+#[cfg(test)]
+mod lockstep;
+#[cfg(test)]
+pub mod model;
 pub mod rate;
 
 use std::sync::LazyLock;
