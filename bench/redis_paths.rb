@@ -37,7 +37,10 @@ module RedisPaths
   # No redis_url of its own: on Sidekiq's Redis.
   def slots = Sidekiq::FairTenant.native.slots
 
-  def slot(job) = Sidekiq::FairTenant::ServerMiddleware::Slot.new(*SCOPES[job % 50], "j#{job}", LEASE_MS, LIMIT)
+  # The native acquire (beforehand) holds as run jid: the same run releases.
+  def slot(job)
+    Sidekiq::FairTenant::ServerMiddleware::Slot.new(*SCOPES[job % 50], "j#{job}", LEASE_MS, LIMIT, "j#{job}")
+  end
 
   def noop_sha = @noop_sha ||= redis.script(:load, NOOP)
   def noop(conn, key) = Sidekiq::FairTenant::ScriptRunner.run(conn, noop_sha, NOOP, [key], [])

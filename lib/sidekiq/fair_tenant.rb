@@ -28,6 +28,7 @@ require_relative "fair_tenant/concurrency/rate_scope"
 require_relative "fair_tenant/concurrency/held_slot"
 require_relative "fair_tenant/concurrency/slot_calls"
 require_relative "fair_tenant/concurrency/server_middleware"
+require_relative "fair_tenant/concurrency/lost_replies"
 require_relative "fair_tenant/concurrency/slots"
 require_relative "fair_tenant/concurrency/override_scope"
 require_relative "fair_tenant/concurrency/limits"
@@ -200,7 +201,7 @@ module Sidekiq
         config.on(:quiet) { FairFetch::Sweeper.stop }
         config.on(:shutdown) do
           FairFetch::Sweeper.stop
-          Slots.stop
+          Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
         end
       end
     end

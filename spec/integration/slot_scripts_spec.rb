@@ -137,14 +137,14 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
   it "renews leases of running jobs (heartbeat) and never resurrects a reclaimed one", gc_stress: false do
     slots.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
-    expect(slots.renew([[tag, sub, "long", 60_000], [tag, sub, "gone", 60_000]])).to eq(1)
+    expect(slots.renew([[tag, sub, "long", "long", 60_000], [tag, sub, "gone", "gone", 60_000]])).to eq(1)
     sleep 0.15
     expect(acquire("next")).to eq(:parked) # "long" still holds: its lease was extended
     expect(holders).to eq(["long"])
   end
 
   it "renews and sweeps on Sidekiq's own connection, as the heartbeat does (SlotCalls)", gc_stress: false do
-    slot = ->(jid) { Sidekiq::FairTenant::ServerMiddleware::Slot.new(tag, sub, jid, 60_000, 1) }
+    slot = ->(jid) { Sidekiq::FairTenant::ServerMiddleware::Slot.new(tag, sub, jid, 60_000, 1, jid) }
     slots.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
     expect(Sidekiq::FairTenant::SlotCalls.renew([slot.call("long"), slot.call("gone")])).to eq(1)
     sleep 0.15

@@ -43,6 +43,11 @@ class SidekiqProcess
     wait(timeout) || (signal("KILL") && wait(5))
   end
 
+  # TERM without waiting: Sidekiq goes quiet, then waits up to its -t timeout for running jobs.
+  def term!
+    signal("TERM")
+  end
+
   def kill!
     return true unless @pid
 

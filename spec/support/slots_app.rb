@@ -9,6 +9,10 @@ require "sidekiq/fair_tenant"
 
 Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
 Sidekiq.configure_server { |config| config.logger.level = Logger::WARN }
+# A short read timeout (s), so a spec's stalled Redis loses replies.
+if (timeout = ENV.fetch("SLOTS_REDIS_TIMEOUT", nil))
+  Sidekiq.configure_server { |config| config.redis = { url: ENV.fetch("REDIS_URL"), network_timeout: Float(timeout) } }
+end
 Sidekiq::FairTenant.configure do |config|
   config.sweep_interval = 0.3
 end
@@ -93,5 +97,44 @@ class WebhookJob
     SlotsApp.record("start", jid, [customer, index])
     sleep(sleep_ms / 1000.0)
     SlotsApp.record("finish", jid, [customer, index])
+  end
+end
+
+# Two classes sharing one scope (their tenant's jobs from "default") with different limits: each job is held to
+# its own, whichever job frees the slot it is handed.
+class WideJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: 3, lease: 5 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index, sleep_ms)
+    SlotsApp.record("start", jid, [tenant, index])
+    sleep(sleep_ms / 1000.0)
+    SlotsApp.record("finish", jid, [tenant, index])
+  end
+end
+
+class NarrowJob < WideJob
+  sidekiq_options fair_tenant_concurrency: { limit: 1, lease: 5 }
+end
+
+# Records on a connection of its own with a long timeout: a spec stalls Sidekiq's Redis past Sidekiq's read
+# timeout, and the record must not be what fails.
+class StallJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: 1, lease: 5 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index)
+    event = JSON.generate("event" => "start", "jid" => jid, "tenant" => tenant, "index" => index)
+    StallJob.pool.with { |conn| conn.call("RPUSH", SlotsApp::EVENTS, event) }
+  end
+
+  def self.pool
+    @pool ||= Sidekiq::RedisConnection.create(url: ENV.fetch("REDIS_URL"), network_timeout: 30, size: 10)
   end
 end

@@ -37,6 +37,29 @@ pub const LIMITS_INDEX_KEY: &str = concat!(root!(), ":limits:index");
 pub const HOLDERS: &str = ":holders";
 pub const PARKED: &str = ":parked";
 pub const WAITING: &str = ":waiting";
+/// A scope's holders' runs: jid -> the run token of the server thread holding its slot, or
+/// [`HANDED`] + the parking run's token while a handed-over slot waits for its job to be fetched.
+pub const RUNS: &str = ":runs";
+/// A scope's parked jobs' own terms: jid -> "<run><META_SEPARATOR><default limit><META_SEPARATOR><lease ms>".
+pub const WAITS: &str = ":waits";
+pub const HANDED: &str = "^";
+/// A run's value in `RUNS` once its run was given up (a lost acquire reply) after its copy was handed over and
+/// fetched: the copy that claims the slot drops itself (the job ran already).
+pub const DROPPED: &str = "~";
+/// A scope's runs given up whose lost acquire had not reached Redis yet: run -> 1, the hash expiring
+/// `GONE_TTL_MS` after its last write; such an acquire, when it comes, takes nothing.
+pub const GONE: &str = ":gone";
+pub const GONE_TTL_MS: u64 = 600_000;
+/// Most parked jobs one script call hands a slot (release, sweep, a runtime limit), and most payload bytes
+/// (the job that crosses it still goes): the rest go in further calls.
+pub const HAND_OVER_BATCH: u64 = 100;
+pub const HAND_OVER_BYTES: u64 = 1_000_000;
+/// A run given up after a lost acquire reply takes its handed-over copy back from this many jobs at its
+/// queue's tail (where a hand-over pushes it), at most.
+pub const FORGET_TAIL: u64 = 50;
+/// Most runs a server process keeps to give back after lost acquire replies (`LostReplies`) while Redis does not
+/// answer; past it the oldest are dropped (their leases expire; a parked copy may then run the job again).
+pub const LOST_REPLIES_MAX: u64 = 10_000;
 /// A tag's sweep registration: sub -> "<default limit><META_SEPARATOR><lease ms>".
 pub const META: &str = "meta";
 pub const META_SEPARATOR: &str = " ";
@@ -230,6 +253,16 @@ pub const NAMES: &[Name] = &[
     s("HOLDERS", HOLDERS, Everywhere),
     s("PARKED", PARKED, Lua),
     s("WAITING", WAITING, Lua),
+    s("RUNS", RUNS, Lua),
+    s("WAITS", WAITS, Lua),
+    s("HANDED", HANDED, Literal),
+    s("DROPPED", DROPPED, Literal),
+    s("GONE", GONE, Lua),
+    n("GONE_TTL_MS", GONE_TTL_MS, &[]),
+    n("HAND_OVER_BATCH", HAND_OVER_BATCH, &[]),
+    n("HAND_OVER_BYTES", HAND_OVER_BYTES, &[]),
+    n("FORGET_TAIL", FORGET_TAIL, &[]),
+    n("LOST_REPLIES_MAX", LOST_REPLIES_MAX, &[]),
     s("META", META, Everywhere),
     s("META_SEPARATOR", META_SEPARATOR, Literal),
     s("TENANT_TAG", TENANT_TAG, Everywhere),

@@ -12,9 +12,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::net::TcpListener;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::SystemTime;
 
 use redis::{Connection, Value};
 
@@ -23,6 +21,9 @@ use crate::fair::rate::Window;
 use crate::fair::scripts::Function;
 use crate::fair::{self, Tag};
 use crate::slots;
+
+/// The test's own redis-server (used by the fair tests too).
+pub(crate) use crate::redis::test_server::Server;
 
 const QUEUE: &str = "fq";
 /// The scripts' clock in this test (`now_ms` reads it in place of TIME: see `load_library`).
@@ -37,55 +38,6 @@ fn clock_start() -> u64 {
 }
 const LEASE_MS: u64 = 3_600_000;
 const PROCESSES: usize = 3;
-
-/// A redis-server of the test's own on a free loopback port, stopped (by its pid) when dropped.
-pub(crate) struct Server {
-    child: Child,
-    port: u16,
-}
-
-impl Server {
-    pub(crate) fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--daemonize", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on the PATH");
-        Server { child, port }
-    }
-
-    pub(crate) fn connect(&self) -> Connection {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match client.get_connection() {
-                Ok(c) => return c,
-                Err(e) if Instant::now() > deadline => panic!("redis-server did not start: {e}"),
-                Err(_) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// A small deterministic generator (SplitMix64).
 struct Rng(u64);
@@ -735,7 +687,7 @@ impl<'a> Lockstep<'a> {
                 let field = if *whole_tag { "*" } else { d.sub.as_str() };
                 let value = limit.map(|l| l as u64);
                 let inv = slots::set_limit_invocation(d.tag.as_bytes(), field.as_bytes(), value);
-                let _: i64 = inv.invoke(self.con).unwrap();
+                let _: (i64, i64) = inv.invoke(self.con).unwrap();
                 match (limit, whole_tag) {
                     (_, true) => self.model.set_tag_limit(&d.tag, *limit),
                     (Some(l), false) => self.model.set_limit(&d.name(), *l),

@@ -10,7 +10,7 @@ use crate::handle::Handle;
 use crate::ruby_api::helpers::convert::{bytes, pair};
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
-use crate::slots::{self, Acquired, Scope, Slot};
+use crate::slots::{self, Acquired, Running, Scope, Slot};
 
 /// `[keys, argv]` as two Arrays of binary Strings.
 pub(crate) fn call(
@@ -22,15 +22,16 @@ pub(crate) fn call(
     Ok(ruby.ary_from_iter([strings(keys), strings(args)]))
 }
 
-/// `[[tag, sub, jid, lease_ms], ...]` as the renew script's entries.
-fn running_slots(running: RArray) -> Result<Vec<(Scope, Vec<u8>, u64)>, Error> {
+/// `[[tag, sub, jid, run, lease_ms], ...]` as the renew script's entries.
+fn running_slots(running: RArray) -> Result<Vec<Running>, Error> {
     let mut entries = Vec::with_capacity(running.len());
     for item in running.into_iter() {
-        let (tag, sub, jid, lease_ms): (RString, RString, RString, u64) =
+        let (tag, sub, jid, run, lease_ms): (RString, RString, RString, RString, u64) =
             magnus::TryConvert::try_convert(item)?;
         entries.push((
             Scope::from_parts(bytes(tag), bytes(sub)),
             bytes(jid),
+            bytes(run),
             lease_ms,
         ));
     }
@@ -40,10 +41,20 @@ fn running_slots(running: RArray) -> Result<Vec<(Scope, Vec<u8>, u64)>, Error> {
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
 pub struct RbSlots(Arc<Handle>);
 
-fn slot(tag: RString, sub: RString, jid: RString, lease_ms: u64, default_limit: u64) -> Slot {
+/// `run`: the run's token. The `Native::Slots` instance methods (specs, benchmarks) have none: an acquire acts
+/// as one run per jid (its jid), a release frees whichever run holds the jid (`ANY_RUN`).
+fn slot(
+    tag: RString,
+    sub: RString,
+    (jid, run): (RString, Option<Vec<u8>>),
+    lease_ms: u64,
+    default_limit: u64,
+) -> Slot {
+    let jid = bytes(jid);
     Slot {
         scope: Scope::from_parts(bytes(tag), bytes(sub)),
-        jid: bytes(jid),
+        run: run.unwrap_or_else(|| jid.clone()),
+        jid,
         lease_ms,
         default_limit,
     }
@@ -73,19 +84,20 @@ impl RbSlots {
         pair(ruby, sha.as_bytes(), source.as_bytes())
     }
 
-    /// `[keys, argv]` of the acquire script for one job (binary Strings).
+    /// `[keys, argv]` of the acquire script for one run of a job (binary Strings).
     #[allow(clippy::too_many_arguments)]
     fn acquire_call(
         ruby: &Ruby,
         tag: RString,
         sub: RString,
         jid: RString,
+        run: RString,
         lease_ms: u64,
         default_limit: u64,
         payload: RString,
         enqueued_at: f64,
     ) -> Result<RArray, Error> {
-        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let slot = slot(tag, sub, (jid, Some(bytes(run))), lease_ms, default_limit);
         let payload = bytes(payload);
         call(
             ruby,
@@ -93,17 +105,37 @@ impl RbSlots {
         )
     }
 
-    /// `[keys, argv]` of the release script for one job's slot (binary Strings).
+    /// `[keys, argv]` of the release script for one run's slot (binary Strings).
     fn release_call(
         ruby: &Ruby,
         tag: RString,
         sub: RString,
         jid: RString,
+        run: RString,
         lease_ms: u64,
         default_limit: u64,
     ) -> Result<RArray, Error> {
-        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let slot = slot(tag, sub, (jid, Some(bytes(run))), lease_ms, default_limit);
         call(ruby, slots::release_call(&slot.request()))
+    }
+
+    /// `[keys, argv]` of the release script for a run given up after a lost acquire reply: also takes back its
+    /// parked copy (`payload` as the acquire sent it) or that copy handed over to `queue` and not fetched yet.
+    #[allow(clippy::too_many_arguments)]
+    fn forget_call(
+        ruby: &Ruby,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        run: RString,
+        lease_ms: u64,
+        default_limit: u64,
+        payload: RString,
+        queue: RString,
+    ) -> Result<RArray, Error> {
+        let slot = slot(tag, sub, (jid, Some(bytes(run))), lease_ms, default_limit);
+        let (payload, queue) = (bytes(payload), bytes(queue));
+        call(ruby, slots::forget_call(&slot.request(), &payload, &queue))
     }
 
     /// `[keys, argv]` of the renew script for `running`: an Array of `[tag, sub, jid, lease_ms]`.
@@ -134,7 +166,7 @@ impl RbSlots {
         payload: RString,
         enqueued_at: f64,
     ) -> Result<Symbol, Error> {
-        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let slot = slot(tag, sub, (jid, None), lease_ms, default_limit);
         let (req, payload) = (slot.request(), bytes(payload));
         let pool = &rb_self.0.pool;
         let outcome =
@@ -151,12 +183,13 @@ impl RbSlots {
         lease_ms: u64,
         default_limit: u64,
     ) -> Result<u64, Error> {
-        let slot = slot(tag, sub, jid, lease_ms, default_limit);
+        let any = Some(slots::ANY_RUN.to_vec());
+        let slot = slot(tag, sub, (jid, any), lease_ms, default_limit);
         let req = slot.request();
         without_gvl(|| slots::release(&self.0.pool, &req))?.map_err(to_ruby)
     }
 
-    /// `running`: an Array of `[tag, sub, jid, lease_ms]`.
+    /// `running`: an Array of `[tag, sub, jid, run, lease_ms]` (run: see `slot`; "" for any run).
     fn renew(&self, running: RArray) -> Result<u64, Error> {
         let entries = running_slots(running)?;
         without_gvl(|| slots::renew(&self.0.pool, &entries))?.map_err(to_ruby)
@@ -178,8 +211,9 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
     class.define_singleton_method("script", magnus::function!(RbSlots::script, 1))?;
-    class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 7))?;
-    class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 5))?;
+    class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 8))?;
+    class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 6))?;
+    class.define_singleton_method("forget_call", magnus::function!(RbSlots::forget_call, 8))?;
     class.define_singleton_method("acquired", magnus::function!(RbSlots::acquired, 1))?;
     class.define_singleton_method("renew_call", magnus::function!(RbSlots::renew_call, 1))?;
     class.define_singleton_method("sweep_call", magnus::function!(RbSlots::sweep_call, 1))?;

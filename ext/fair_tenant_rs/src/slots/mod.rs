@@ -7,6 +7,9 @@
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:holders`  jid -> lease expiry (ms)
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:parked`   payload -> enqueue time (ms)
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:waiting`  fair-queue tenants waiting for a slot
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:runs`     jid -> the run holding its slot (one slot per run of a jid)
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:waits`    jid -> a parked job's own "run limit lease"
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:gone`     runs given up before their lost acquire reached Redis
 //! - `<SLOTS_PREFIX><len>:<tag>:meta`           sub -> "default_limit lease_ms"
 //! - `<LIMITS_PREFIX><len>:<tag>`               '*' or sub -> runtime limit
 //! - `SLOT_TAGS_KEY`, `LIMITS_INDEX_KEY`: tags to sweep / list
@@ -14,6 +17,10 @@
 //! Hand-overs push to Sidekiq's `queue:<name>`, so the gem's Redis must be Sidekiq's.
 
 pub mod concurrency;
+#[cfg(test)]
+mod lockstep;
+#[cfg(test)]
+pub mod model;
 pub mod rate;
 
 use std::sync::LazyLock;
@@ -71,14 +78,17 @@ pub enum Acquired {
     Held,
     /// No slot: the job is parked and will be pushed back to its queue when one frees.
     Parked,
+    /// A copy of a job that ran already (its run was given up after a lost reply): acknowledge it, do not run it.
+    Dropped,
 }
 
 impl Acquired {
-    /// What `acquire.lua` returned: 0 acquired, 1 held, anything else parked.
+    /// What `acquire.lua` returned: 0 acquired, 1 held, 3 dropped, anything else parked.
     pub fn from_code(code: i64) -> Acquired {
         match code {
             0 => Acquired::Acquired,
             1 => Acquired::Held,
+            3 => Acquired::Dropped,
             _ => Acquired::Parked,
         }
     }
@@ -89,6 +99,7 @@ impl Acquired {
             Acquired::Acquired => "acquired",
             Acquired::Held => "held",
             Acquired::Parked => "parked",
+            Acquired::Dropped => "dropped",
         }
     }
 }
@@ -142,6 +153,22 @@ impl Scope {
 
     pub fn parked(&self) -> Vec<u8> {
         join(&[&base(&self.tag), &self.sub, names::PARKED.as_bytes()])
+    }
+
+    /// The run holding each holder's slot (a server thread's token; `HANDED` + the parking run's while
+    /// a handed-over job waits to be fetched).
+    pub fn runs(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, names::RUNS.as_bytes()])
+    }
+
+    /// Each parked job's own terms: its run, default limit and lease.
+    pub fn waits(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, names::WAITS.as_bytes()])
+    }
+
+    /// Runs given up (a lost acquire reply) before their acquire reached Redis: it takes nothing when it does.
+    pub fn gone(&self) -> Vec<u8> {
+        join(&[&base(&self.tag), &self.sub, names::GONE.as_bytes()])
     }
 
     /// Fair-queue tenants waiting for a slot of this scope (`lua/fair/serve.lua`).
@@ -203,10 +230,16 @@ pub fn enqueue_score_ms(enqueued_at: f64) -> f64 {
     }
 }
 
-/// One job asking for a slot.
+/// The run a release or renew names to act on whichever run holds the jid (specs and benchmarks through
+/// `Native::Slots`, and the renewal of a slot a fair queue's fetch took, which has no run).
+pub const ANY_RUN: &[u8] = b"";
+
+/// One run of a job asking for a slot.
 pub struct Request<'a> {
     pub scope: &'a Scope,
     pub jid: &'a [u8],
+    /// This run's token: a slot belongs to one run of its jid.
+    pub run: &'a [u8],
     pub lease_ms: u64,
     pub default_limit: u64,
 }
@@ -217,6 +250,7 @@ pub struct Request<'a> {
 pub struct Slot {
     pub scope: Scope,
     pub jid: Vec<u8>,
+    pub run: Vec<u8>,
     pub lease_ms: u64,
     pub default_limit: u64,
 }
@@ -226,6 +260,7 @@ impl Slot {
         Request {
             scope: &self.scope,
             jid: &self.jid,
+            run: &self.run,
             lease_ms: self.lease_ms,
             default_limit: self.default_limit,
         }
@@ -256,6 +291,9 @@ pub fn acquire_call(
         limits_key(&s.tag),
         meta(&s.tag),
         tags_key().into_bytes(),
+        s.runs(),
+        s.waits(),
+        s.gone(),
     ];
     let args = vec![
         req.jid.to_vec(),
@@ -265,6 +303,7 @@ pub fn acquire_call(
         s.tag.clone(),
         payload.to_vec(),
         enqueue_score_ms(enqueued_at).to_string().into_bytes(),
+        req.run.to_vec(),
     ];
     (keys, args)
 }
@@ -284,10 +323,11 @@ fn invocation(
     inv
 }
 
-/// Frees the job's slot; returns how many parked jobs were handed a slot.
+/// Frees the run's slot; returns how many parked jobs were handed a slot.
 pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
     let (keys, args) = release_call(req);
-    pool.with(|c| invocation(&RELEASE, keys, args).invoke(c))
+    let (handed, _more): (u64, u64) = pool.with(|c| invocation(&RELEASE, keys, args).invoke(c))?;
+    Ok(handed)
 }
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
@@ -304,21 +344,47 @@ pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     }
 }
 
-/// `(KEYS, ARGV)` of `release.lua` for one job's slot, in the order of its contract.
+/// `(KEYS, ARGV)` of `release.lua` for one run's slot, in the order of its contract.
 pub fn release_call(req: &Request<'_>) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let s = req.scope;
-    let keys = vec![s.holders(), s.parked(), limits_key(&s.tag), s.waiting()];
+    let keys = vec![
+        s.holders(),
+        s.parked(),
+        limits_key(&s.tag),
+        s.waiting(),
+        s.runs(),
+        s.waits(),
+        s.gone(),
+    ];
     let args = vec![
         req.jid.to_vec(),
         req.lease_ms.to_string().into_bytes(),
         req.default_limit.to_string().into_bytes(),
         s.sub.clone(),
+        req.run.to_vec(),
     ];
     (keys, args)
 }
 
-/// Extends the leases of running jobs: `(scope, jid, lease_ms)`. Returns how many were renewed.
-pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
+/// `(KEYS, ARGV)` of `release.lua` for a run given up after its acquire's reply was lost (it ran without a
+/// slot): it also takes back the run's parked copy (`payload`, as the acquire sent it), or that copy handed
+/// over to `queue` and not fetched yet.
+pub fn forget_call(
+    req: &Request<'_>,
+    payload: &[u8],
+    queue: &[u8],
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let (keys, mut args) = release_call(req);
+    args.extend([payload.to_vec(), queue.to_vec()]);
+    (keys, args)
+}
+
+/// A running job's slot as the heartbeat renews it: `(scope, jid, run, lease_ms)` (run empty for a slot a
+/// fair queue's fetch took).
+pub type Running = (Scope, Vec<u8>, Vec<u8>, u64);
+
+/// Extends the leases of running jobs. Returns how many were renewed.
+pub fn renew(pool: &Pool, running: &[Running]) -> Result<u64> {
     if running.is_empty() {
         return Ok(0);
     }
@@ -326,15 +392,17 @@ pub fn renew(pool: &Pool, running: &[(Scope, Vec<u8>, u64)]) -> Result<u64> {
     pool.with(|c| invocation(&RENEW, keys, args).invoke(c))
 }
 
-/// `(KEYS, ARGV)` of `renew.lua`: each job's holders key, and its jid and lease (ms).
-pub fn renew_call(running: &[(Scope, Vec<u8>, u64)]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+/// `(KEYS, ARGV)` of `renew.lua`: each job's holders and runs keys, and its jid, run and lease (ms).
+pub fn renew_call(running: &[Running]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let keys = running
         .iter()
-        .map(|(scope, _, _)| scope.holders())
+        .flat_map(|(scope, _, _, _)| [scope.holders(), scope.runs()])
         .collect();
     let args = running
         .iter()
-        .flat_map(|(_, jid, lease_ms)| [jid.clone(), lease_ms.to_string().into_bytes()])
+        .flat_map(|(_, jid, run, lease_ms)| {
+            [jid.clone(), run.clone(), lease_ms.to_string().into_bytes()]
+        })
         .collect();
     (keys, args)
 }
@@ -360,7 +428,7 @@ pub fn sweep(pool: &Pool, max_tags: usize) -> Result<Swept> {
     let mut swept = Swept::default();
     for tag in tags {
         let (keys, args) = sweep_call(&tag);
-        let (handed, reclaimed): (u64, u64) =
+        let (handed, reclaimed, _more): (u64, u64, u64) =
             pool.with(|c| invocation(&SWEEP, keys, args).invoke(c))?;
         swept.handed += handed;
         swept.reclaimed += reclaimed;
@@ -375,7 +443,7 @@ pub fn sweep_call(tag: &[u8]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 }
 
 /// `(keys, args)` of `set_limit.lua`: sets (`Some`) or deletes (`None`) a runtime limit and applies
-/// it at once; the reply is how many parked jobs were handed a slot.
+/// it at once; the reply is `[jobs handed a slot, 1 when more could go now]` (call again until 0).
 pub fn set_limit_call(
     tag: &[u8],
     field: &[u8],
@@ -611,17 +679,29 @@ mod tests {
         let slot = Slot {
             scope: scope.clone(),
             jid: b"j1".to_vec(),
+            run: b"r1".to_vec(),
             lease_ms: 60_000,
             default_limit: 3,
         };
         let (keys, args) = release_call(&slot.request());
         let limits = limits_key(scope.tag());
-        assert_eq!(
-            keys,
-            [scope.holders(), scope.parked(), limits, scope.waiting()]
-        );
-        let expected: [&[u8]; 4] = [b"j1", b"60000", b"3", b"q:default"];
+        let expected_keys = [
+            scope.holders(),
+            scope.parked(),
+            limits,
+            scope.waiting(),
+            scope.runs(),
+            scope.waits(),
+            scope.gone(),
+        ];
+        assert_eq!(keys, expected_keys);
+        let expected: [&[u8]; 5] = [b"j1", b"60000", b"3", b"q:default", b"r1"];
         assert_eq!(args, expected.map(<[u8]>::to_vec));
+        let (forget_keys, forget_args) = forget_call(&slot.request(), b"{}", b"default");
+        assert_eq!(forget_keys, expected_keys);
+        assert_eq!(forget_args[5..], [b"{}".to_vec(), b"default".to_vec()]);
+        assert!(scope.runs().ends_with(b":q:default:runs"));
+        assert!(scope.waits().ends_with(b":q:default:waits"));
         for (name, file) in [
             ("release", include_str!("../lua/slots/release.lua")),
             ("acquire", include_str!("../lua/slots/acquire.lua")),
@@ -694,12 +774,12 @@ mod tests {
     fn renew_and_sweep_calls_follow_the_scripts_contracts() {
         let (a, b) = (Scope::tenant_queue(b"a", b"q"), Scope::custom(b"x"));
         let running = [
-            (a.clone(), b"j1".to_vec(), 900),
-            (b.clone(), b"j2".to_vec(), 60_000),
+            (a.clone(), b"j1".to_vec(), b"r1".to_vec(), 900),
+            (b.clone(), b"j2".to_vec(), ANY_RUN.to_vec(), 60_000),
         ];
         let (keys, args) = renew_call(&running);
-        assert_eq!(keys, [a.holders(), b.holders()]);
-        let expected: [&[u8]; 4] = [b"j1", b"900", b"j2", b"60000"];
+        assert_eq!(keys, [a.holders(), a.runs(), b.holders(), b.runs()]);
+        let expected: [&[u8]; 6] = [b"j1", b"r1", b"900", b"j2", b"", b"60000"];
         assert_eq!(args, expected.map(<[u8]>::to_vec));
 
         let (keys, args) = sweep_call(b"t:a");
@@ -726,6 +806,7 @@ mod tests {
         let slot = Slot {
             scope: scope.clone(),
             jid: b"j2".to_vec(),
+            run: b"r2".to_vec(),
             lease_ms: 5_000,
             default_limit: 2,
         };
@@ -737,9 +818,12 @@ mod tests {
             limits_key(tag),
             meta(tag),
             tags_key().into_bytes(),
+            scope.runs(),
+            scope.waits(),
+            scope.gone(),
         ];
         assert_eq!(keys, expected_keys);
-        let expected: [&[u8]; 7] = [
+        let expected: [&[u8]; 8] = [
             b"j2",
             b"5000",
             b"2",
@@ -747,11 +831,13 @@ mod tests {
             b"k:customer-42",
             b"{}",
             b"1700000000500",
+            b"r2",
         ];
         assert_eq!(args, expected.map(<[u8]>::to_vec));
         assert_eq!(Acquired::from_code(0), Acquired::Acquired);
         assert_eq!(Acquired::from_code(1), Acquired::Held);
         assert_eq!(Acquired::from_code(2), Acquired::Parked);
+        assert_eq!(Acquired::from_code(3), Acquired::Dropped);
     }
 
     #[test]
@@ -855,13 +941,14 @@ mod tests {
         let slot = Slot {
             scope: Scope::tenant_queue(b"acme", b"default"),
             jid: b"j1".to_vec(),
+            run: b"r1".to_vec(),
             lease_ms: 60_000,
             default_limit: 2,
         };
         let req = slot.request();
         assert_eq!(
-            (req.scope, req.jid, req.lease_ms, req.default_limit),
-            (&slot.scope, &b"j1"[..], 60_000, 2)
+            (req.scope, req.jid, req.run, req.lease_ms, req.default_limit),
+            (&slot.scope, &b"j1"[..], &b"r1"[..], 60_000, 2)
         );
     }
 

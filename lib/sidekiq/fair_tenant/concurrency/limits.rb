@@ -45,8 +45,18 @@ module Sidekiq
 
       private
 
+      # Each call hands over a bounded number of parked jobs per scope (Names::HAND_OVER_BATCH): called again
+      # (the same value) until nothing more can go.
       def write(tag, field, limit)
-        SidekiqRedis.with { |conn| ScriptRunner.run(conn, *SCRIPT, *Native::Limits.set_call(tag, field, limit)) }
+        call = Native::Limits.set_call(tag, field, limit)
+        SidekiqRedis.with do |conn|
+          total = 0
+          loop do
+            handed, more = ScriptRunner.run(conn, *SCRIPT, *call)
+            total += handed
+            break total unless more == 1
+          end
+        end
       end
 
       def handed(tag, field, count)

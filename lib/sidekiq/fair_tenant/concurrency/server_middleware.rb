@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "securerandom"
+
 module Sidekiq
   module FairTenant
     # Server middleware enforcing `fair_tenant_concurrency`: at most `limit` jobs of a scope (a
@@ -15,14 +17,17 @@ module Sidekiq
     # finds no free slot is parked in Redis in the same atomic step and the middleware returns without
     # running it; a freed slot is handed to the oldest parked job, which goes back to the front of its
     # queue holding it.
-    # Redis trouble at acquire time runs the job anyway (one warning); release never raises.
+    # Redis trouble at acquire time runs the job anyway (one warning); what a call whose reply was lost may have
+    # taken (a slot, a parked copy) is given back by the heartbeat once Redis answers. Release never raises.
+    # A slot belongs to one run of its job (a token per call here): a release by one run never frees another's.
     #
     # On a fair queue the fetcher took the slot with the job (HeldSlot): the job runs, its lease is
     # renewed while it runs, and the slot is given back with its acknowledgement (no call here).
     class ServerMiddleware
       include ::Sidekiq::ServerMiddleware if defined?(::Sidekiq::ServerMiddleware)
 
-      Slot = Struct.new(:tag, :sub, :jid, :lease_ms, :limit)
+      # `run`: this run's token (nil for a slot a fair queue's fetch took).
+      Slot = Struct.new(:tag, :sub, :jid, :lease_ms, :limit, :run)
 
       def call(worker, job, _queue, &block)
         raw = job["fair_tenant_concurrency"]
@@ -32,9 +37,11 @@ module Sidekiq
         slot = slot_for(worker, job)
         return yield unless slot
 
-        case acquire(slot, job)
+        payload = Sidekiq.dump_json(job)
+        case acquire(slot, payload, job)
         when :parked then parked(slot, job)
-        when :failed then yield
+        when :dropped then nil # a copy of a job that ran already (its run was given up after a lost reply)
+        when :failed then unslotted(slot, payload, job, &block)
         else run(slot, &block)
         end
       end
@@ -57,7 +64,7 @@ module Sidekiq
 
       def slot_for(worker, job)
         options, tag, sub = SlotScope.resolve(worker.class, job)
-        tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit)
+        tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit, SecureRandom.hex(8))
       rescue StandardError => e
         class_name = JobInfo.class_name(worker.class, job)
         FairTenant.warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
@@ -67,14 +74,27 @@ module Sidekiq
       # Redis trouble (SlotCalls::REDIS_ERRORS) runs the job without a slot. Anything else that lands here -
       # Thread#raise, Timeout, Sidekiq::Shutdown - may arrive after the script took the slot: it is given back
       # (release is idempotent) and the exception goes on.
-      def acquire(slot, job)
-        SlotCalls.acquire(slot, Sidekiq.dump_json(job), job["enqueued_at"].to_f)
+      def acquire(slot, payload, job)
+        SlotCalls.acquire(slot, payload, job["enqueued_at"].to_f)
       rescue *SlotCalls::REDIS_ERRORS => e
         FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
         :failed
       rescue Exception # rubocop:disable Lint/RescueException
         release(slot)
         raise
+      end
+
+      # Runs without its slot (fail-open). The acquire may have reached Redis all the same (or come later) and
+      # taken a slot or parked a copy: given back at once when Redis answers now, else by the heartbeat, so the
+      # copy never runs the job again.
+      def unslotted(slot, payload, job)
+        queue = job["queue"].to_s
+        begin
+          SlotCalls.forget(slot, payload, queue)
+        rescue *SlotCalls::REDIS_ERRORS
+          Slots.forget(slot, payload, queue)
+        end
+        yield
       end
 
       def parked(slot, job)

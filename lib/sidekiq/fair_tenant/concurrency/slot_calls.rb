@@ -18,24 +18,33 @@ module Sidekiq
 
       module_function
 
-      # :acquired, :held (run the job) or :parked.
+      # :acquired, :held (run the job) or :parked. Idempotent per run (slot.run): a re-sent call never parks
+      # twice nor takes two slots.
       def acquire(slot, payload, enqueued_at)
-        keys, argv = Native::Slots.acquire_call(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit, payload,
-                                                enqueued_at)
+        keys, argv = Native::Slots.acquire_call(slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit,
+                                                payload, enqueued_at)
         Native::Slots.acquired(Sidekiq.redis { |conn| run(conn, "acquire", keys, argv) })
       end
 
-      # Frees the job's slot; returns how many parked jobs were handed a slot.
+      # Frees the run's slot; returns how many parked jobs were handed a slot.
       def release(slot)
-        keys, argv = Native::Slots.release_call(slot.tag, slot.sub, slot.jid, slot.lease_ms, slot.limit)
-        Sidekiq.redis { |conn| run(conn, "release", keys, argv) }
+        keys, argv = Native::Slots.release_call(slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit)
+        Sidekiq.redis { |conn| run(conn, "release", keys, argv) }.first
+      end
+
+      # After an acquire whose reply was lost (the job ran without its slot): gives back what that call may have
+      # taken, the run's slot or its parked copy (the payload it sent), handed over or not.
+      def forget(slot, payload, queue)
+        keys, argv = Native::Slots.forget_call(slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit,
+                                               payload, queue)
+        Sidekiq.redis { |conn| run(conn, "release", keys, argv) }.first
       end
 
       # Extends the leases of jobs running here (ServerMiddleware::Slot); returns how many were renewed.
       def renew(slots)
         return 0 if slots.empty?
 
-        keys, argv = Native::Slots.renew_call(slots.map { |s| [s.tag, s.sub, s.jid, s.lease_ms] })
+        keys, argv = Native::Slots.renew_call(slots.map { |s| [s.tag, s.sub, s.jid, s.run.to_s, s.lease_ms] })
         Sidekiq.redis { |conn| run(conn, "renew", keys, argv) }
       end
 
@@ -44,7 +53,7 @@ module Sidekiq
       def sweep(max_tags)
         Sidekiq.redis do |conn|
           conn.call("SRANDMEMBER", TAGS_KEY, max_tags).each_with_object([0, 0]) do |tag, swept|
-            handed, reclaimed = run(conn, "sweep", *Native::Slots.sweep_call(tag))
+            handed, reclaimed, = run(conn, "sweep", *Native::Slots.sweep_call(tag))
             swept[0] += handed
             swept[1] += reclaimed
           end

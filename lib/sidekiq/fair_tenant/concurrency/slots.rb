@@ -6,6 +6,10 @@ module Sidekiq
     # their leases every lease/3 (so `lease` bounds recovery after SIGKILL/OOM, not job length),
     # and a periodic sweep that reclaims expired leases and hands them to parked jobs, so parked
     # jobs are never stranded when no job of their scope runs any more.
+    #
+    # A lease lives as long as its job: Sidekiq fires :shutdown before it waits up to its timeout for running
+    # jobs, so the heartbeat does not stop there (#stop_when_idle) but once nothing is held any more, or with
+    # the process.
     module Slots
       TICK = 0.5
       RENEW = Interval.new(TICK)
@@ -15,15 +19,26 @@ module Sidekiq
       @mutex = Mutex.new
       @thread = nil
       @pid = nil
+      @stopping = false
 
       class << self
+        # Recorded before the heartbeat is (re)started, so a heartbeat ending because nothing was held sees it.
         def running(slot)
+          @mutex.synchronize do
+            forget_parent
+            @running[[slot.jid, slot.run]] = slot
+          end
           start
-          @mutex.synchronize { @running[slot.jid] = slot }
         end
 
         def finished(slot)
-          @mutex.synchronize { @running.delete(slot.jid) }
+          @mutex.synchronize { @running.delete([slot.jid, slot.run]) }
+        end
+
+        # A run whose acquire's reply was lost: the heartbeat gives back what the call took (LostReplies).
+        def forget(slot, payload, queue)
+          LostReplies.add(slot, payload, queue)
+          start
         end
 
         def running_slots
@@ -38,8 +53,7 @@ module Sidekiq
           @mutex.synchronize do
             next if started?
 
-            @running = {} unless @pid == ::Process.pid
-            @pid = ::Process.pid
+            forget_parent
             @thread = Thread.new { loop_forever }
             @thread.name = "fair_tenant-heartbeat"
           end
@@ -47,6 +61,12 @@ module Sidekiq
 
         def started?
           @thread&.alive? && @pid == ::Process.pid
+        end
+
+        # Sidekiq is stopping (:shutdown): jobs still running keep their leases through its timeout; the
+        # heartbeat ends once none is held here.
+        def stop_when_idle
+          @mutex.synchronize { @stopping = true }
         end
 
         def stop
@@ -59,6 +79,7 @@ module Sidekiq
         # One heartbeat: renew the leases due, sweep when due, and tell fair-queue recovery this process lives.
         # Public for specs and `bin/bench`.
         def beat(now = Interval.now)
+          LostReplies.give_back
           renew if RENEW.due?(now, every: renew_every)
           sweep if SWEEP.due?(now, every: FairTenant.config.sweep_interval)
           FairFetch::Liveness.beat(now)
@@ -67,13 +88,34 @@ module Sidekiq
         private
 
         def loop_forever
-          loop do
-            beat
-            sleep TICK
-          rescue StandardError => e
-            FairTenant.warn(:heartbeat, e.class) { "heartbeat: #{e.class}: #{e.message}" }
+          until idle_after_stop?
+            begin
+              beat
+            rescue StandardError => e
+              FairTenant.warn(:heartbeat, e.class) { "heartbeat: #{e.class}: #{e.message}" }
+            end
             sleep TICK
           end
+        end
+
+        # True, with the thread forgotten, once the process is stopping and holds no slot: a job recorded
+        # after this starts a new heartbeat (#running records, then starts).
+        def idle_after_stop?
+          @mutex.synchronize do
+            next false unless @stopping && @running.empty? && LostReplies.empty?
+
+            @thread = nil if @thread == Thread.current
+            true
+          end
+        end
+
+        # In a forked child: the parent's running jobs and heartbeat are not this process's.
+        def forget_parent
+          return if @pid == ::Process.pid
+
+          @running = {}
+          @stopping = false
+          @pid = ::Process.pid
         end
 
         # A third of the shortest lease running here (3 s when none runs), at least a TICK.

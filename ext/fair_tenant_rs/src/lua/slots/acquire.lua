@@ -1,35 +1,66 @@
--- Takes a slot for a job about to run, or parks it, in one atomic step.
--- KEYS  holders, parked, limits, meta, tags
--- ARGV  jid, lease (ms), default limit, sub, tag, payload, enqueue score
--- Returns 0 acquired, 1 already held (handed over, or a re-acquire), 2 parked.
+-- Takes a slot for a run of a job about to run, or parks it, in one atomic step. Idempotent per run: a
+-- re-sent call (its reply lost) never parks twice nor takes two slots.
+-- KEYS  holders, parked, limits, meta, tags, runs, waits, gone
+-- ARGV  jid, lease (ms), default limit, sub, tag, payload, enqueue score, run
+-- Returns 0 acquired, 1 already held (handed over, or a re-acquire), 2 parked, 3 dropped (a copy of a job that
+-- ran already, or a call of a run given up: nothing taken).
 local holders, parked, limits, meta, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local jid = ARGV[1]
+local jid, run = ARGV[1], ARGV[8]
 local now = now_ms()
 local lease_until = now + (finite(ARGV[2], 1) or K_DEFAULT_LEASE_MS)
+local s = { holders = holders, parked = parked, runs = KEYS[6], waits = KEYS[7], limits = limits, sub = ARGV[4],
+            default = ARGV[3], lease = ARGV[2] }
 
-if redis.call('ZSCORE', holders, jid) then
+-- This run was given up after its reply was lost (release.lua's forget), before this call came: it takes nothing.
+if redis.call('HEXISTS', KEYS[8], run) == 1 then
+  return 3
+end
+-- A slot of this jid: this run's (re-sent), a handed-over one this run claims, or another run's.
+local owner = redis.call('HGET', s.runs, jid)
+local held = redis.call('ZSCORE', holders, jid)
+if held and owner == K_DROPPED then
+  -- The copy of a job whose run was given up after a lost reply, and ran: it frees its slot and is not run.
+  redis.call('ZREM', holders, jid)
+  redis.call('HDEL', s.runs, jid)
+  hand_over(s, now)
+  return 3
+end
+-- This run parked, its reply was lost and its copy was handed over since: the re-sent call runs it, and takes
+-- the copy back from its queue's tail (one of them runs).
+if held and owner == K_HANDED .. run then
+  local job = cjson.decode(ARGV[6])
+  take_back(job.queue, ARGV[6])
+end
+if held and (owner == false or owner == run or string.sub(owner, 1, 1) == K_HANDED) then
   redis.call('ZADD', holders, lease_until, jid)
+  redis.call('HSET', s.runs, jid, run)
   return 1
+end
+if not held and owner then redis.call('HDEL', s.runs, jid) end -- a reclaimed lease's run
+local waiting = terms(s, jid)
+if waiting == run then
+  return 2 -- re-sent: parked already
 end
 
 -- Expired leases (a worker that died) are dropped only when they stand in the way: a scope with
--- free slots costs no ZREMRANGEBYSCORE.
+-- free slots costs no reclaim. Another run of this jid holding a slot: this one parks (one slot per jid).
 local limit = effective_limit(limits, ARGV[4], ARGV[3])
 local free = limit - redis.call('ZCARD', holders)
-if free <= 0 and redis.call('ZREMRANGEBYSCORE', holders, '-inf', now) > 0 then
+if free <= 0 and reclaim(s, now) > 0 then
   free = limit - redis.call('ZCARD', holders)
 end
 local score = finite(ARGV[7]) or now -- the job's enqueue time (ms); unreadable (NaN, inf): now
-if free > 0 then
+if free > 0 and not held then
   local oldest = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
   if oldest[1] == nil or score < tonumber(oldest[2]) then
     redis.call('ZADD', holders, lease_until, jid)
+    redis.call('HSET', s.runs, jid, run)
     return 0
   end
 end
 
--- No slot for this job (or older jobs wait for one): park it durably, remember the scope for
--- the sweep, and hand any free slot to the oldest parked jobs. Sidekiq 8's enqueue times are whole
+-- No slot for this job (or older jobs wait for one): park it durably with its own terms, remember the scope
+-- for the sweep, and hand any free slot to the oldest parked jobs. Sidekiq 8's enqueue times are whole
 -- milliseconds, shared by the jobs pushed within one: such a job parks 1/4096 ms (exact in a double
 -- at today's epoch) after the last one parked with its time, so they are handed over in the order they came.
 if score == math.floor(score) then
@@ -38,9 +69,10 @@ if score == math.floor(score) then
   if last[2] then score = math.min(tonumber(last[2]) + 1 / 4096, score + 4095 / 4096) end
 end
 redis.call('ZADD', parked, score, ARGV[6])
+redis.call('HSET', s.waits, jid, run .. K_META_SEPARATOR .. ARGV[3] .. K_META_SEPARATOR .. ARGV[2])
 redis.call('HSET', meta, ARGV[4], ARGV[3] .. K_META_SEPARATOR .. ARGV[2])
 redis.call('SADD', tags, ARGV[5])
 if free > 0 then
-  hand_over(holders, parked, limit, now, lease_until)
+  hand_over(s, now)
 end
 return 2

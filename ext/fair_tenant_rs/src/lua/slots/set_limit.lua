@@ -2,7 +2,8 @@
 -- to parked jobs of every affected scope, then to fair-queue tenants waiting on it.
 -- KEYS  limits, meta, limits index
 -- ARGV  field (K_ALL_SCOPES for the whole tag, else a scope), value or '', base, tag
--- Returns the number of jobs handed a slot.
+-- Returns {jobs handed a slot, 1 when more could go now}: each scope's hand-over is bounded (hand_over), so a
+-- caller calls again (the same limit) until it says 0.
 local limits, meta, index = KEYS[1], KEYS[2], KEYS[3]
 local field, value, base = ARGV[1], ARGV[2], ARGV[3]
 local now = now_ms()
@@ -17,16 +18,15 @@ else
   redis.call('SADD', index, ARGV[4])
 end
 
-local handed = 0
+local handed, more = 0, 0
 local entries = redis.call('HGETALL', meta)
 for i = 1, #entries, 2 do
   local sub = entries[i]
   if field == K_ALL_SCOPES or field == sub then
     local default, lease = string.match(entries[i + 1], '^(%S+)' .. K_META_SEPARATOR .. '(%S+)$')
-    local limit = effective_limit(limits, sub, default)
-    local lease_until = now + (finite(lease, 1) or K_DEFAULT_LEASE_MS)
-    handed = handed + hand_over(base .. sub .. K_HOLDERS, base .. sub .. K_PARKED, limit, now, lease_until)
-    wake(scope_keys(ARGV[4], sub), limit, true) -- fair-queue tenants waiting on the scope
+    local n, left = hand_over(slot_keys(base, sub, limits, default, lease), now)
+    handed, more = handed + n, math.max(more, left)
+    wake(scope_keys(ARGV[4], sub), effective_limit(limits, sub, default), true) -- fair-queue tenants waiting on it
   end
 end
-return handed
+return { handed, more }

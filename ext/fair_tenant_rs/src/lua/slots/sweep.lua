@@ -3,20 +3,21 @@
 -- holder's slot comes back when its lease expires).
 -- KEYS  limits, meta, tags
 -- ARGV  base (key prefix of the tag's scopes), tag
--- Returns {jobs handed a slot, expired leases reclaimed}.
+-- Returns {jobs handed a slot, expired leases reclaimed, 1 when more could go now (bounded per scope)}.
 local limits, meta, tags = KEYS[1], KEYS[2], KEYS[3]
 local now, base = now_ms(), ARGV[1]
-local handed, reclaimed = 0, 0
+local handed, reclaimed, more = 0, 0, 0
 local entries = redis.call('HGETALL', meta)
 for i = 1, #entries, 2 do
   local sub = entries[i]
   local default, lease = string.match(entries[i + 1], '^(%S+)' .. K_META_SEPARATOR .. '(%S+)$')
-  local holders, parked = base .. sub .. K_HOLDERS, base .. sub .. K_PARKED
-  local limit = effective_limit(limits, sub, default)
-  reclaimed = reclaimed + redis.call('ZREMRANGEBYSCORE', holders, '-inf', now)
-  handed = handed + hand_over(holders, parked, limit, now, now + (finite(lease, 1) or K_DEFAULT_LEASE_MS))
+  local s = slot_keys(base, sub, limits, default, lease)
+  local holders, parked = s.holders, s.parked
+  reclaimed = reclaimed + reclaim(s, now)
+  local n, left = hand_over(s, now)
+  handed, more = handed + n, math.max(more, left)
   local scope = scope_keys(ARGV[2], sub)
-  wake(scope, limit, true) -- fair-queue tenants waiting on the scope (fair_caps.lua)
+  wake(scope, effective_limit(limits, sub, default), true) -- fair-queue tenants waiting on the scope (fair_caps.lua)
   if redis.call('ZCARD', holders) == 0 and redis.call('ZCARD', parked) == 0
       and redis.call('EXISTS', scope.waiting) == 0 then
     redis.call('HDEL', meta, sub)
@@ -25,4 +26,4 @@ end
 if redis.call('HLEN', meta) == 0 then
   redis.call('SREM', tags, ARGV[2])
 end
-return {handed, reclaimed}
+return {handed, reclaimed, more}

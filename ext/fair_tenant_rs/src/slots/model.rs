@@ -1,0 +1,256 @@
+//! The plain-queue slot rule of one scope as plain Rust: what `lua/slots/acquire.lua`, `release.lua` (with and
+//! without a payload: release and forget), `set_limit.lua` and `sweep.lua` do to its holders, runs, parked jobs,
+//! their terms, the runs given up and the queue hand-overs push to. `slots/lockstep.rs` runs both side by side.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::names;
+
+/// Who holds a holder's slot (`RUNS`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Owner {
+    Run(String),
+    /// Handed over to the copy of the job parked by this run, not fetched yet (`HANDED` + run).
+    Handed(String),
+    /// Given up after its copy was fetched: the copy drops itself (`DROPPED`).
+    Dropped,
+}
+
+impl Owner {
+    /// As stored in the runs hash.
+    pub fn stored(&self) -> String {
+        match self {
+            Owner::Run(r) => r.clone(),
+            Owner::Handed(r) => format!("{}{r}", names::HANDED),
+            Owner::Dropped => names::DROPPED.to_string(),
+        }
+    }
+}
+
+/// A parked job's own terms (`WAITS`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Terms {
+    pub run: String,
+    pub limit: u64,
+    pub lease: u64,
+}
+
+/// One acquiring run: jid, run token, its class's limit and lease, payload, enqueue score (ms).
+pub struct Ask<'a> {
+    pub jid: &'a str,
+    pub run: &'a str,
+    pub limit: u64,
+    pub lease: u64,
+    pub payload: &'a str,
+    pub score: f64,
+}
+
+#[derive(Debug, Default, Clone)]
+pub struct PlainSlots {
+    /// jid -> lease expiry (ms).
+    pub holders: BTreeMap<String, u64>,
+    pub runs: BTreeMap<String, Owner>,
+    /// (score, payload, jid), oldest first.
+    pub parked: Vec<(f64, String, String)>,
+    pub waits: BTreeMap<String, Terms>,
+    pub gone: BTreeSet<String>,
+    /// The scope's sweep registration: (default limit, lease) of the job that parked last.
+    pub meta: Option<(u64, u64)>,
+    /// The tag-wide runtime limit.
+    pub limit_override: Option<u64>,
+    /// `queue:<name>` left to right (hand-overs push right; Sidekiq pops right).
+    pub queue: Vec<String>,
+}
+
+impl PlainSlots {
+    fn limit(&self, default: u64) -> u64 {
+        self.limit_override.unwrap_or(default)
+    }
+
+    fn reclaim(&mut self, now: u64) -> u64 {
+        let expired: Vec<String> = self
+            .holders
+            .iter()
+            .filter(|(_, &until)| until <= now)
+            .map(|(jid, _)| jid.clone())
+            .collect();
+        for jid in &expired {
+            self.holders.remove(jid);
+            self.runs.remove(jid);
+        }
+        expired.len() as u64
+    }
+
+    fn take_back(&mut self, payload: &str) -> bool {
+        let tail = self.queue.len().saturating_sub(names::FORGET_TAIL as usize);
+        match self.queue[tail..].iter().rposition(|p| p == payload) {
+            Some(at) => {
+                self.queue.remove(tail + at);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `hand_over` (common.lua): `fallback` is the (limit, lease) for a parked job without terms.
+    fn hand_over(&mut self, now: u64, fallback: (u64, u64)) -> (u64, u64) {
+        self.reclaim(now);
+        let mut running = self.holders.len() as u64;
+        let (mut handed, mut bytes) = (0, 0);
+        loop {
+            let Some((_, payload, jid)) = self.parked.first().cloned() else {
+                return (handed, 0);
+            };
+            if handed >= names::HAND_OVER_BATCH || bytes >= names::HAND_OVER_BYTES {
+                return (handed, 1);
+            }
+            let (run, limit, lease) = match self.waits.get(&jid) {
+                Some(t) => (t.run.clone(), t.limit, t.lease),
+                None => (String::new(), fallback.0, fallback.1),
+            };
+            if running >= self.limit(limit) || self.holders.contains_key(&jid) {
+                return (handed, 0);
+            }
+            self.parked.remove(0);
+            self.waits.remove(&jid);
+            self.holders.insert(jid.clone(), now + lease);
+            self.runs.insert(jid, Owner::Handed(run));
+            bytes += payload.len() as u64;
+            self.queue.push(payload);
+            running += 1;
+            handed += 1;
+        }
+    }
+
+    fn park(&mut self, ask: &Ask<'_>) {
+        self.parked.retain(|(_, p, _)| p != ask.payload);
+        let at = self
+            .parked
+            .iter()
+            .position(|(s, p, _)| (*s, p.as_str()) > (ask.score, ask.payload))
+            .unwrap_or(self.parked.len());
+        let entry = (ask.score, ask.payload.to_string(), ask.jid.to_string());
+        self.parked.insert(at, entry);
+        let terms = Terms {
+            run: ask.run.to_string(),
+            limit: ask.limit,
+            lease: ask.lease,
+        };
+        self.waits.insert(ask.jid.to_string(), terms);
+        self.meta = Some((ask.limit, ask.lease));
+    }
+
+    /// `acquire.lua`: 0 acquired, 1 held, 2 parked, 3 dropped. Scores with a fraction (no Sidekiq 8 tie-break).
+    pub fn acquire(&mut self, ask: &Ask<'_>, now: u64) -> i64 {
+        if self.gone.contains(ask.run) {
+            return 3;
+        }
+        let owner = self.runs.get(ask.jid).cloned();
+        let held = self.holders.contains_key(ask.jid);
+        let fallback = (ask.limit, ask.lease);
+        if held && owner == Some(Owner::Dropped) {
+            self.holders.remove(ask.jid);
+            self.runs.remove(ask.jid);
+            self.hand_over(now, fallback);
+            return 3;
+        }
+        if held && owner == Some(Owner::Handed(ask.run.to_string())) {
+            self.take_back(ask.payload);
+        }
+        let claimable = match &owner {
+            None => true,
+            Some(Owner::Run(r)) => r == ask.run,
+            Some(Owner::Handed(_)) => true,
+            Some(Owner::Dropped) => false,
+        };
+        if held && claimable {
+            self.holders.insert(ask.jid.to_string(), now + ask.lease);
+            self.runs
+                .insert(ask.jid.to_string(), Owner::Run(ask.run.to_string()));
+            return 1;
+        }
+        if !held && owner.is_some() {
+            self.runs.remove(ask.jid);
+        }
+        if self.waits.get(ask.jid).is_some_and(|t| t.run == ask.run) {
+            return 2;
+        }
+        let limit = self.limit(ask.limit) as i64;
+        let mut free = limit - self.holders.len() as i64;
+        if free <= 0 && self.reclaim(now) > 0 {
+            free = limit - self.holders.len() as i64;
+        }
+        if free > 0 && !held && self.parked.first().is_none_or(|(s, _, _)| ask.score < *s) {
+            self.holders.insert(ask.jid.to_string(), now + ask.lease);
+            self.runs
+                .insert(ask.jid.to_string(), Owner::Run(ask.run.to_string()));
+            return 0;
+        }
+        self.park(ask);
+        if free > 0 {
+            self.hand_over(now, fallback);
+        }
+        2
+    }
+
+    /// `release.lua`: a run's release, or with `payload` (queue "default") its give-back after a lost reply.
+    /// Returns (handed, more).
+    pub fn release(
+        &mut self,
+        jid: &str,
+        run: &str,
+        payload: Option<&str>,
+        fallback: (u64, u64),
+        now: u64,
+    ) -> (u64, u64) {
+        let owner = self.runs.get(jid).cloned();
+        let mut freed = false;
+        if owner == Some(Owner::Run(run.to_string()))
+            || run.is_empty()
+            || (owner.is_none() && payload.is_none())
+        {
+            freed = self.holders.remove(jid).is_some();
+            self.runs.remove(jid);
+        } else if let Some(payload) = payload {
+            if owner == Some(Owner::Handed(run.to_string())) {
+                if self.take_back(payload) {
+                    freed = self.holders.remove(jid).is_some();
+                    self.runs.remove(jid);
+                } else {
+                    self.runs.insert(jid.to_string(), Owner::Dropped);
+                }
+            } else if self.waits.get(jid).is_some_and(|t| t.run == run) {
+                self.parked.retain(|(_, p, _)| p != payload);
+                self.waits.remove(jid);
+            } else {
+                self.gone.insert(run.to_string());
+            }
+        }
+        if !freed || self.parked.is_empty() {
+            return (0, 0);
+        }
+        self.hand_over(now, fallback)
+    }
+
+    /// `set_limit.lua` for the tag-wide field (None: deleted). Returns (handed, more).
+    pub fn set_limit(&mut self, value: Option<u64>, now: u64) -> (u64, u64) {
+        self.limit_override = value;
+        match self.meta {
+            Some(fallback) => self.hand_over(now, fallback),
+            None => (0, 0),
+        }
+    }
+
+    /// `sweep.lua`: (handed, reclaimed, more).
+    pub fn sweep(&mut self, now: u64) -> (u64, u64, u64) {
+        let Some(fallback) = self.meta else {
+            return (0, 0, 0);
+        };
+        let reclaimed = self.reclaim(now);
+        let (handed, more) = self.hand_over(now, fallback);
+        if self.holders.is_empty() && self.parked.is_empty() {
+            self.meta = None;
+        }
+        (handed, reclaimed, more)
+    }
+}
