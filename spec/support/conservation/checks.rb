@@ -53,7 +53,13 @@ module Conservation
       helds = (process.units + process.pending).select { |held| held.stale && held.entry == entry }.first(count)
       helds.each { |held| held.stale = false }
       @notes[:reclaimed] += helds.size
-      helds.size
+      # An entry nothing ran (a lost fetch reply's, a requeue that failed) taken by a recovery, and back.
+      leaked = [count - helds.size, process.stale_leaked.count(entry)].min
+      leaked.times do
+        process.stale_leaked.delete_at(process.stale_leaked.index(entry))
+        process.leaked << entry
+      end
+      helds.size + leaked
     end
 
     # Entries gone from a live process's list: the units are stale from now on (and entries left over by an
@@ -61,7 +67,10 @@ module Conservation
     def vanished(process, entry, count)
       helds = (process.units + process.pending).select { |held| !held.stale && held.entry == entry }.first(count)
       helds.each { |held| held.stale = true }
-      (count - helds.size).times { process.leaked.delete_at(process.leaked.index(entry)) }
+      (count - helds.size).times do
+        process.leaked.delete_at(process.leaked.index(entry))
+        process.stale_leaked << entry if @swept && !process.beating # its copy may come back with the process
+      end
       if @swept && !process.beating
         @notes[:lapse_recovered] += count
         unless process.stalled

@@ -13,7 +13,10 @@ module Conservation
   # the entries of units acknowledged but not yet sent (they ride with the next fetch).
   # stalled: its heartbeat key has been gone for longer than Recovery::LAPSE (time_passes): a recovery may take
   # its jobs although it lives (a stall), and they may run twice.
-  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :stalled, :leaked, keyword_init: true)
+  # leaked: entries in its list nothing of it stands for (a lost fetch reply's, a requeue that failed), until
+  # its audit puts them back; stale_leaked: those a recovery took while it stalled (their copies come back with it).
+  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :stalled, :leaked, :stale_leaked,
+                    keyword_init: true)
 
   # A unit of work a process runs: `entry` for a fair queue's (in its in-flight list), nil for a plain one.
   # Stale: a recovery took its entry away (a heartbeat lapse), the job may run elsewhere too.

@@ -27,7 +27,8 @@ module Conservation
       queues, strict = settings || QUEUE_SETS.sample(random: rng)
       fetcher = Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
       Sidekiq::FairTenant::Slots.stop # its lease sweep would run on the wall clock; no slot lease expires here
-      process = Proc.new(identity: identity, fetcher: fetcher, units: [], pending: [], beating: false, leaked: [])
+      process = Proc.new(identity: identity, fetcher: fetcher, units: [], pending: [], beating: false, leaked: [],
+                         stale_leaked: [])
       @processes << process
       beat(process)
       "start #{identity} #{queues.join(",")}#{" strict" if strict}"

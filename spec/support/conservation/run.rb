@@ -9,6 +9,7 @@ require_relative "redis_view"
 require_relative "steps"
 require_relative "process_steps"
 require_relative "setting_steps"
+require_relative "fault_steps"
 require_relative "checks"
 
 module Conservation
@@ -22,11 +23,12 @@ module Conservation
     include Steps
     include ProcessSteps
     include SettingSteps
+    include FaultSteps
     include Checks
 
     WEIGHTS = { push: 22, fetch: 26, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2, lapse: 3,
                 beat: 4, sweep: 5, sweep_cut: 2, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
-                garbage: 1 }.freeze
+                garbage: 1, resent: 3, audit: 2 }.freeze
     KINDS = WEIGHTS.flat_map { |kind, weight| [kind] * weight }.freeze
     HISTORY = 20
     # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.
@@ -174,6 +176,7 @@ module Conservation
       @processes.each do |process|
         record(:finish, process) until process.units.empty?
         record(:flush, process)
+        record(:audit, process) # what a lost fetch reply left in its list goes back
       end
       idle = 0
       while idle < 3 && @step < (@steps * 4) + 1000
@@ -220,8 +223,12 @@ module Conservation
     # recovery of a crashed process (its heartbeat gone, its identity registered).
     def check_settled
       view = check
-      @found.each { |kind, message| note_violation(kind, message) }
+      stranded(view)
+      @found.each { |kind, message| note_violation(kind, message) } # (after the loop: its findings too)
       @found.clear
+    end
+
+    def stranded(view)
       @jobs.each_value do |job|
         next if job.done || job.lost_ok || !job.pushed
 
