@@ -37,6 +37,12 @@ pub const LIMITS_INDEX_KEY: &str = concat!(root!(), ":limits:index");
 pub const HOLDERS: &str = ":holders";
 pub const PARKED: &str = ":parked";
 pub const WAITING: &str = ":waiting";
+/// Appended to a scope's waiting key: its index, a hash "<len>:<queue><tenant>" -> that tenant's waiting
+/// entry, so a requeue, a recovery or a removal finds a tenant's entry in O(1) however many wait.
+pub const WAITING_INDEX: &str = ":index";
+/// A tenant missing from a waiting index (held back by a version that kept none) is looked for among the
+/// scope's entries only while the scope has at most this many (one read of them all).
+pub const WAITING_SCAN_MAX: u64 = 1000;
 /// A tag's sweep registration: sub -> "<default limit><META_SEPARATOR><lease ms>".
 pub const META: &str = "meta";
 pub const META_SEPARATOR: &str = " ";
@@ -230,6 +236,8 @@ pub const NAMES: &[Name] = &[
     s("HOLDERS", HOLDERS, Everywhere),
     s("PARKED", PARKED, Lua),
     s("WAITING", WAITING, Lua),
+    s("WAITING_INDEX", WAITING_INDEX, Lua),
+    n("WAITING_SCAN_MAX", WAITING_SCAN_MAX, &[]),
     s("META", META, Everywhere),
     s("META_SEPARATOR", META_SEPARATOR, Literal),
     s("TENANT_TAG", TENANT_TAG, Everywhere),

@@ -29,7 +29,7 @@ for _, tier in ipairs({ k.ready, k.capped, k.over, k.rated }) do
     local tenant = member_tenant(member)
     if tier ~= k.ready then
       local slot = slot_of(redis.call('LINDEX', k.prefix .. tenant, 0))
-      if slot then redis.call('ZREM', slot.waiting, waiting_entry(k, queue, tier, member)) end
+      if slot then wait_rem(slot.waiting, waiting_entry(k, queue, tier, member)) end
     end
     redis.call('ZREM', tier, member)
     drop(tenant)
