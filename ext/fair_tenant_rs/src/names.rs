@@ -141,6 +141,10 @@ pub const RECOVER_BATCH: u64 = 50;
 /// entries and the jobs as put back), however large the jobs.
 pub const RECOVER_BYTES: u64 = 1_000_000;
 pub const RECOVER_PAGE: u64 = 5;
+/// Most bytes of jobs one call carries in or out, past its first job (one job larger than this goes alone):
+/// a push or a requeue of many (sliced by the caller), a drain call, a page of a fair backlog (`jobs`). Read
+/// from a list one job first, then up to RECOVER_PAGE at a time as many of the largest seen fit.
+pub const CALL_BYTES: u64 = 1_000_000;
 /// An acknowledgement of an in-flight entry longer than this, of a job that took no slot, is a plain LREM
 /// after the next fetch instead of an argument of the fetch script: a string crossing into Lua costs Redis
 /// about 1.25 ns a byte (250 us at 200 KB), a plain command a few microseconds and the fetcher a round trip.
@@ -303,6 +307,7 @@ pub const NAMES: &[Name] = &[
     n("RECOVER_BATCH", RECOVER_BATCH, &[]),
     n("RECOVER_BYTES", RECOVER_BYTES, &[]),
     n("RECOVER_PAGE", RECOVER_PAGE, &[]),
+    n("CALL_BYTES", CALL_BYTES, &[]),
     n(
         "INLINE_ACK_MAX_BYTES",
         INLINE_ACK_MAX_BYTES,

@@ -69,13 +69,15 @@ module Sidekiq
         ::Sidekiq.logger.warn("Failed to requeue #{inprogress.size} jobs: #{e.message}")
       end
 
-      # Drops in-flight entries ("ack") or puts their jobs back at the front of their tenants ("requeue").
+      # Drops in-flight entries ("ack": entry, timing pairs) or puts their jobs back at the front of their
+      # tenants ("requeue"), one call per FairQueues::CALL_BYTES of entries (a shutdown's bulk requeue of
+      # large jobs is several calls). Returns how many entries were found.
       def finish(mode, entries, conn = nil)
         return redis { |c| finish(mode, entries, c) } unless conn
 
-        FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
-                       [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
-                        *entries])
+        groups = entries.each_slice(mode == "ack" ? 2 : 1).to_a
+        JobBytes.slices(groups, Float::INFINITY) { |group| group.sum(&:bytesize) }
+                .sum { |slice| finish_call(conn, mode, slice.flatten).to_i }
       end
 
       private

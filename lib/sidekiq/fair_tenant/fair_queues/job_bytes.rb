@@ -4,7 +4,26 @@ module Sidekiq
   module FairTenant
     # A fair queue's job as bytes: as FairPush writes it, and as it comes back inside an in-flight entry.
     module JobBytes
+      # Most bytes of jobs one script call carries past its first (a larger job goes alone).
+      CALL_BYTES = Native::Names::CALL_BYTES
+
       module_function
+
+      # `items` in order, in slices of at most `count` and at most CALL_BYTES past each slice's first item
+      # (the block gives an item's bytes); one empty slice for none.
+      def slices(items, count)
+        slices = [[]]
+        bytes = 0
+        items.each do |item|
+          if !slices.last.empty? && (slices.last.size >= count || bytes >= CALL_BYTES)
+            slices << []
+            bytes = 0
+          end
+          slices.last << item
+          bytes += yield(item)
+        end
+        slices
+      end
 
       # `enqueued_at`, `jid`, the slot and the rate cap (if any) first, the rest in their order, so the scripts
       # read them from the job's first bytes, never decoding the job (lua/fair/common.lua, lua/fair/serve.lua).
