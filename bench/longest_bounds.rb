@@ -1,0 +1,163 @@
+# frozen_string_literal: true
+
+# Issue 30 item 6 (bounded by work, not count): the longest single command (SLOWLOG, its own execution time)
+# of the operations whose work grew with what they met, on a private redis-server:
+#   held  BOUNDS_HELD (100,000) tenants held back on one shared `key:` concurrency scope (limit 1), two jobs each:
+#         a requeue of the slot holder's job (push_front looks for its tenant's waiting entry), a delete of a
+#         held tenant's oldest job (unwait), fetch + ack, and the reads;
+#   big   BOUNDS_BIG (200) jobs of BOUNDS_BYTES (1 MB) over 10 tenants: push, fetch, requeue, recovery of a dead
+#         process holding them, delete, Queue#each, drain.
+#
+#   bundle exec ruby bench/longest_bounds.rb                  # both
+#   BOUNDS_ONLY=held BOUNDS_HELD=100000 bundle exec ruby bench/longest_bounds.rb
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "logger"
+require_relative "../spec/support/redis_server"
+
+server = RedisServer.new.start
+ENV["REDIS_URL"] = server.url
+require "sidekiq"
+require "sidekiq/api"
+require "sidekiq/fair_tenant"
+Redis.silence_deprecations = true if Redis.respond_to?(:silence_deprecations=)
+Sidekiq.logger.level = Logger::WARN
+Sidekiq.configure_client { |c| c.redis = { url: server.url, size: 10 } }
+Sidekiq::FairTenant.configure { |c| c.redis_url = server.url }
+FAIR_MAX_JOBS = 1_000_000
+
+# A fair queue's job.
+class BenchFairJob
+  include Sidekiq::Worker
+  sidekiq_options queue: "bench_fair"
+end
+
+require_relative "fair_fill"
+require_relative "longest"
+
+# The two set-ups and what is measured on each.
+module BoundsBench
+  HELD = Integer(ENV.fetch("BOUNDS_HELD", "100000"))
+  BIG = Integer(ENV.fetch("BOUNDS_BIG", "200"))
+  BYTES = Integer(ENV.fetch("BOUNDS_BYTES", "1000000"))
+  QUEUE = LongestBench::QUEUE
+  Names = Sidekiq::FairTenant::Native::Names
+  FairQueues = Sidekiq::FairTenant::FairQueues
+  SHARED = ["#{Names::KEY_TAG}shared", Names::KEY_SUB, 1, 600_000, 0].freeze
+
+  module_function
+
+  def redis = FairBench.redis
+
+  def job(index, tenant, slot: nil, pad: nil)
+    job = { "class" => "BenchFairJob", "queue" => QUEUE, "args" => [index, pad].compact, "jid" => "j#{index}",
+            "enqueued_at" => Time.now.to_f, "fair_tenant" => tenant }
+    job[Names::SLOT_FIELD] = slot if slot
+    [tenant, JSON.generate(Sidekiq::FairTenant::JobBytes.head_first(job))]
+  end
+
+  def push(pairs, slice = 100)
+    Sidekiq.redis { |conn| pairs.each_slice(slice) { |part| FairQueues.push(conn, QUEUE, part) } }
+  end
+
+  def fetcher(identity = "bench-bounds:1:#{rand(1 << 30)}")
+    Sidekiq::FairTenant::FairFetch.new({ queues: [QUEUE] }, identity)
+  end
+
+  # One fetch script call (no wait for a token): the reply, or nil.
+  def fetch_once(fetch)
+    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, false, FairFetch.fetch_args(QUEUE)) }
+  end
+
+  FairFetch = Sidekiq::FairTenant::FairFetch
+
+  def capped = redis.zcard(FairQueues.key(QUEUE, Names::CAPPED))
+
+  # HELD tenants, two jobs each on the shared scope: the first fetch serves one (its tenant's next job is held
+  # back), the next calls hold back the rest (100 a call).
+  def held
+    redis.flushdb
+    LongestBench.load_scripts
+    push(Array.new(HELD * 2) { |i| job(i, "t#{i % HELD}", slot: SHARED) })
+    fetch = fetcher
+    served = fetch_once(fetch)
+    fetch_once(fetch) while capped < HELD
+    other = "t#{HELD / 2}"
+    other_job = redis.lindex("#{FairQueues.base(QUEUE)}#{Names::TENANT_LIST}#{other}", 0)
+    results = {}
+    results["requeue the slot holder's job (#{HELD} held on its scope)"] =
+      LongestBench.longest { fetch.finish("requeue", [served[3]]) }
+    results["delete a held tenant's oldest job (unwait)"] =
+      LongestBench.longest { Sidekiq::FairTenant::FairBacklog.delete(QUEUE, other_job, other) }
+    results["fetch + ack 100 (each wakes one)"] = LongestBench.longest { fetch_ack(fetch, 100) }
+    results["Queue#size, #latency (held)"] =
+      LongestBench.longest { Sidekiq::Queue.new(QUEUE).then { |q| [q.size, q.latency] } }
+    results["stats (fair_stats.queue, held)"] = LongestBench.longest { Sidekiq::FairTenant.fair_stats.queue(QUEUE) }
+    results["waiting index after (entries)"] = { calls: index_size, longest_us: 0, command: "HLEN", over: 0 }
+    results
+  ensure
+    Sidekiq::FairTenant::Slots.stop
+  end
+
+  def index_size
+    redis.hlen("#{Names::SLOTS_PREFIX}#{SHARED[0].size}:#{SHARED[0]}:#{SHARED[1]}#{Names::WAITING}:index")
+  end
+
+  def fetch_ack(fetch, count)
+    count.times { fetch_once(fetch)&.then { |r| fetch.finish("ack", [r[3], ""]) } }
+  end
+
+  # BIG jobs of BYTES over 10 tenants.
+  def big
+    redis.flushdb
+    LongestBench.load_scripts
+    pad = "x" * BYTES
+    results = {}
+    results["push #{BIG} jobs of #{BYTES} B (100 a call)"] =
+      LongestBench.longest { push(Array.new(BIG) { |i| job(i, "t#{i % 10}", pad: pad) }) }
+    results["Queue#each, first 100 (big)"] = LongestBench.longest { Sidekiq::Queue.new(QUEUE).first(100) }
+    fetch = fetcher
+    replies = []
+    results["fetch #{BIG} (big)"] = LongestBench.longest { BIG.times { fetch_once(fetch)&.then { |r| replies << r } } }
+    results["requeue #{replies.size} in flight in one finish (big)"] =
+      LongestBench.longest { fetch.finish("requeue", replies.map { |r| r[3] }) }
+    results["recover a dead process (#{[BIG, 50].min} big in flight)"] =
+      LongestBench.longest { recover([BIG, 50].min) }
+    victim = redis.lindex("#{FairQueues.base(QUEUE)}#{Names::TENANT_LIST}t3", -1)
+    results["delete a job (big)"] = LongestBench.longest do
+      Sidekiq::FairTenant::FairBacklog.delete(QUEUE, victim, "t3")
+    end
+    results["fair-off drain (big)"] =
+      LongestBench.longest { Sidekiq.redis { |conn| FairQueues.drain(conn, QUEUE) } }
+    results
+  ensure
+    Sidekiq::FairTenant::Slots.stop
+  end
+
+  def recover(count)
+    LongestSetups.recover(QUEUE, count)
+  end
+
+  def print(title, results)
+    puts
+    puts "  #{title}"
+    puts format("  %-56s %9s %11s %8s  %s", "operation", "commands", "longest us", "> 5 ms", "which")
+    results.each do |name, r|
+      puts format("  %-56s %9d %11d %8d  %s", name, r[:calls], r[:longest_us], r[:over], r[:command])
+    end
+  end
+end
+
+begin
+  Sidekiq::FairTenant.configure { |c| c.fair_queues = [BoundsBench::QUEUE] }
+  FairBench.redis.call("CONFIG", "SET", "slowlog-max-len", "200000")
+  only = ENV.fetch("BOUNDS_ONLY", "held,big").split(",")
+  if only.include?("held")
+    BoundsBench.print("#{BoundsBench::HELD} tenants held back on one key: scope (limit 1), 2 jobs each:",
+                      BoundsBench.held)
+  end
+  if only.include?("big")
+    BoundsBench.print("#{BoundsBench::BIG} jobs of #{BoundsBench::BYTES} bytes over 10 tenants:", BoundsBench.big)
+  end
+ensure
+  server.stop
+end
