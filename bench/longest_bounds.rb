@@ -121,20 +121,29 @@ module BoundsBench
     results["requeue #{replies.size} in flight in one finish (big)"] =
       LongestBench.longest { fetch.finish("requeue", replies.map { |r| r[3] }) }
     results["recover a dead process (#{[BIG, 50].min} big in flight)"] =
-      LongestBench.longest { recover([BIG, 50].min) }
+      LongestBench.longest { LongestSetups.recover(QUEUE, [BIG, 50].min) }
     victim = redis.lindex("#{FairQueues.base(QUEUE)}#{Names::TENANT_LIST}t3", -1)
     results["delete a job (big)"] = LongestBench.longest do
       Sidekiq::FairTenant::FairBacklog.delete(QUEUE, victim, "t3")
     end
     results["fair-off drain (big)"] =
       LongestBench.longest { Sidekiq.redis { |conn| FairQueues.drain(conn, QUEUE) } }
-    results
+    results.merge(big_held(pad))
   ensure
     Sidekiq::FairTenant::Slots.stop
   end
 
-  def recover(count)
-    LongestSetups.recover(QUEUE, count)
+  # 100 tenants with a job of BYTES each on the shared scope (limit 1): one fetch serves one, the next holds
+  # back the other 99 (each head job popped and pushed back).
+  def big_held(pad)
+    redis.flushdb
+    LongestBench.load_scripts
+    push(Array.new(100) { |i| job(10_000 + i, "h#{i}", slot: SHARED, pad: pad) })
+    fetch = fetcher
+    fetch_once(fetch)
+    { "fetch holding back 99 tenants' big jobs (full scope)" => LongestBench.longest { fetch_once(fetch) } }
+  ensure
+    Sidekiq::FairTenant::Slots.stop
   end
 
   def print(title, results)

@@ -122,6 +122,17 @@ RSpec.describe "Fair calls bounded by work" do
       expect(redis.llen("queue:fair")).to eq(5)
     end
 
+    it "puts back at most CALL_BYTES of held-back tenants' head jobs past the first in one fetch" do
+      push(Array.new(4) { |i| job(i, "h#{i}", slot: shared, pad: pad) })
+      expect(fetch_once).to be_a(Array) # served: the scope (limit 1) is full now
+      capped = "#{base}#{names::CAPPED}"
+
+      expect(fetch_once).to be_nil
+      expect(redis.zcard(capped)).to eq(2) # 2 x 0.6 MB put back: the rest is left to the next call
+      expect(fetch_once).to be_nil
+      expect(redis.zcard(capped)).to eq(3)
+    end
+
     it "requeues in-flight jobs in calls of at most CALL_BYTES past the first entry" do
       push(pairs)
       entries = Array.new(5) { fetch_once[3] }

@@ -492,6 +492,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   if rate then
     rate_now, rate_due, rate_read = rate_check(rate)
     if rate_due then
+      k.put_back = (k.put_back or 0) + #job
       redis.call('LPUSH', list, job)
       local held = tier ~= k.ready and not known and slot_of(job)
       if held then wait_rem(held.waiting, waiting_entry(k, queue, tier, member)) end
@@ -505,6 +506,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   -- own job's lower limit does not give it.
   if slot then taken, running, limit = take_slot(slot, tier == k.over and not known, known) end
   if not taken then
+    k.put_back = (k.put_back or 0) + #job
     redis.call('LPUSH', list, job)
     hold_back(k, queue, tier, member, start, slot, limit, running)
     return nil
@@ -579,7 +581,8 @@ end
 -- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job
 -- (turn). While no ready tenant is left, tenants over an elastic cap are served the same way
 -- (work-conserving). A tenant whose job cannot take its slot leaves the rotation (hold_back) and the next is
--- tried; paused tenants met at the head leave it too (bounded per call; each moves once). `uncapped`: ignore
+-- tried (at most 100, and at most K_CALL_BYTES of their head jobs, a call); paused tenants met at the head
+-- leave it too (bounded per call; each moves once). `uncapped`: ignore
 -- caps, capped tenants included (draining). `woken`: tenants this call's acknowledgements woke (wake).
 -- Returns tenant, job, the jid whose slot was taken (or nil); nil when none.
 local function serve(k, queue, uncapped, woken)
@@ -612,6 +615,12 @@ local function serve(k, queue, uncapped, woken)
     end
     local tenant, job, jid, charged, member = turn(k, queue, tier, top[1], start, uncapped)
     if tenant then return tenant, job, jid, charged, member end
+    if (k.put_back or 0) >= K_CALL_BYTES then
+      -- K_CALL_BYTES of head jobs popped and put back (their tenants held back; `k` is this call's): the rest
+      -- of the rotation is looked at by the next call, an idle fetcher woken for it.
+      add_tokens(k, 1, K_TOKEN_CAP)
+      return nil
+    end
   end
   return nil
 end
