@@ -133,6 +133,18 @@ RSpec.describe "Fair calls bounded by work" do
       expect(redis.zcard(capped)).to eq(3)
     end
 
+    it "adopts from queue:<name> at most CALL_BYTES past the oldest job per call" do
+      raw = Array.new(3) do |i|
+        JSON.generate("class" => "FairJob", "queue" => "fair", "args" => ["t#{i}", pad], "jid" => "raw#{i}",
+                      "enqueued_at" => Time.now.to_f)
+      end
+      redis.lpush("queue:fair", raw)
+      adopted = Array.new(4) { Sidekiq.redis { |conn| fair.adopt(conn, "fair", 100) } }
+
+      expect(adopted).to eq([1, 1, 1, 0]) # 0.6 MB each: another would not fit in the rest of CALL_BYTES
+      expect(fair.backlog(redis, "fair")).to eq(3)
+    end
+
     it "requeues in-flight jobs in calls of at most CALL_BYTES past the first entry" do
       push(pairs)
       entries = Array.new(5) { fetch_once[3] }

@@ -109,7 +109,7 @@ module Sidekiq
       # (JobBytes.fix_time); a payload that is not a job (not a JSON object) goes to the dead set, as Sidekiq's
       # processor sends one it cannot parse.
       def adopt(conn, queue, batch)
-        jobs = conn.call("LRANGE", "queue:#{queue}", -batch, -1).reverse
+        jobs = JobBytes.oldest(conn, "queue:#{queue}", batch)
         return 0 if jobs.empty?
 
         killed = []

@@ -9,6 +9,18 @@ module Sidekiq
 
       module_function
 
+      # The oldest jobs of the list `key` (oldest first, as LPUSH leaves them at its tail): at most `count`, and
+      # at most CALL_BYTES past the first (the oldest read alone, then as many more as fit at its size, cut
+      # at CALL_BYTES should they be larger).
+      def oldest(conn, key, count)
+        first = conn.call("LRANGE", key, -1, -1)
+        return first if first.empty? || count <= 1
+
+        more = [count - 1, (CALL_BYTES - first[0].bytesize) / [first[0].bytesize, 1].max].min
+        rest = more.positive? ? conn.call("LRANGE", key, -1 - more, -2).reverse : []
+        slices(first + rest, count, &:bytesize).first
+      end
+
       # `items` in order, in slices of at most `count` and at most CALL_BYTES past each slice's first item
       # (the block gives an item's bytes); one empty slice for none.
       def slices(items, count)
