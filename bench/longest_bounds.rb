@@ -128,9 +128,37 @@ module BoundsBench
     end
     results["fair-off drain (big)"] =
       LongestBench.longest { Sidekiq.redis { |conn| FairQueues.drain(conn, QUEUE) } }
-    results.merge(big_held(pad))
+    results.merge(adopt(pad), big_held(pad))
   ensure
     Sidekiq::FairTenant::Slots.stop
+  end
+
+  # 100 jobs of BYTES in queue:<name> adopted: one call of ADOPT_BATCH as before this bound (BOUNDS_ADOPT=old:
+  # the script called with all 100, as FairQueues.adopt did), or FairQueues.adopt as it is.
+  def adopt(pad)
+    redis.flushdb
+    LongestBench.load_scripts
+    raw = '{"class":"BenchFairJob","queue":"%s","args":[%d,"%s"],"jid":"a%d","fair_tenant":"t%d"}'
+    redis.lpush("queue:#{QUEUE}", Array.new(100) { |i| format(raw, QUEUE, i, pad, i, i % 10) })
+    old = ENV.fetch("BOUNDS_ADOPT", "") == "old"
+    { "adopt 100 of 1 MB from queue:<name>#{" (one call, as before)" if old}" => LongestBench.longest do
+      Sidekiq.redis do |conn|
+        if old
+          adopt_at_once(conn)
+        else
+          loop do
+            break unless FairQueues.adopt(conn, QUEUE, 100).positive?
+          end
+        end
+      end
+    end }
+  end
+
+  def adopt_at_once(conn)
+    jobs = conn.call("LRANGE", "queue:#{QUEUE}", -100, -1).reverse
+    triples = jobs.map { |job| FairQueues.adoption(QUEUE, job, []) }
+    FairQueues.run(conn, "adopt", ["queue:#{QUEUE}", FairQueues::WEIGHTS_KEY, "dead"],
+                   [FairQueues.base(QUEUE), QUEUE, FairQueues::TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
   end
 
   # 100 tenants with a job of BYTES each on the shared scope (limit 1): one fetch serves one, the next holds
