@@ -128,30 +128,44 @@ module BoundsBench
     end
     results["fair-off drain (big)"] =
       LongestBench.longest { Sidekiq.redis { |conn| FairQueues.drain(conn, QUEUE) } }
-    results.merge(adopt(pad), big_held(pad))
+    results.merge(BoundsMore.adopt(pad), BoundsMore.big_held(pad))
   ensure
     Sidekiq::FairTenant::Slots.stop
   end
 
-  # 100 jobs of BYTES in queue:<name> adopted: one call of ADOPT_BATCH as before this bound (BOUNDS_ADOPT=old:
-  # the script called with all 100, as FairQueues.adopt did), or FairQueues.adopt as it is.
+  def print(title, results)
+    puts
+    puts "  #{title}"
+    puts format("  %-56s %9s %11s %8s  %s", "operation", "commands", "longest us", "> 5 ms", "which")
+    results.each do |name, r|
+      puts format("  %-56s %9d %11d %8d  %s", name, r[:calls], r[:longest_us], r[:over], r[:command])
+    end
+  end
+end
+
+# The big jobs' adoption and held-back rows (BoundsBench's helpers).
+module BoundsMore
+  QUEUE = BoundsBench::QUEUE
+  FairQueues = BoundsBench::FairQueues
+  RAW = '{"class":"BenchFairJob","queue":"%<q>s","args":[%<i>d,"%<pad>s"],"jid":"a%<i>d","fair_tenant":"t%<t>d"}'
+
+  module_function
+
+  def redis = FairBench.redis
+
+  # 100 jobs of BYTES in queue:<name> adopted: FairQueues.adopt as it is, or (BOUNDS_ADOPT=old) one call of all
+  # 100, as FairQueues.adopt did before its bytes bound.
   def adopt(pad)
     redis.flushdb
     LongestBench.load_scripts
-    raw = '{"class":"BenchFairJob","queue":"%s","args":[%d,"%s"],"jid":"a%d","fair_tenant":"t%d"}'
-    redis.lpush("queue:#{QUEUE}", Array.new(100) { |i| format(raw, QUEUE, i, pad, i, i % 10) })
+    redis.lpush("queue:#{QUEUE}", Array.new(100) { |i| format(RAW, q: QUEUE, i: i, pad: pad, t: i % 10) })
     old = ENV.fetch("BOUNDS_ADOPT", "") == "old"
-    { "adopt 100 of 1 MB from queue:<name>#{" (one call, as before)" if old}" => LongestBench.longest do
-      Sidekiq.redis do |conn|
-        if old
-          adopt_at_once(conn)
-        else
-          loop do
-            break unless FairQueues.adopt(conn, QUEUE, 100).positive?
-          end
-        end
-      end
-    end }
+    { "adopt 100 of 1 MB from queue:<name>#{" (one call, as before)" if old}" =>
+      LongestBench.longest { Sidekiq.redis { |conn| old ? adopt_at_once(conn) : adopt_all(conn) } } }
+  end
+
+  def adopt_all(conn)
+    loop { break unless FairQueues.adopt(conn, QUEUE, 100).positive? }
   end
 
   def adopt_at_once(conn)
@@ -166,21 +180,13 @@ module BoundsBench
   def big_held(pad)
     redis.flushdb
     LongestBench.load_scripts
-    push(Array.new(100) { |i| job(10_000 + i, "h#{i}", slot: SHARED, pad: pad) })
-    fetch = fetcher
-    fetch_once(fetch)
-    { "fetch holding back 99 tenants' big jobs (full scope)" => LongestBench.longest { fetch_once(fetch) } }
+    BoundsBench.push(Array.new(100) { |i| BoundsBench.job(10_000 + i, "h#{i}", slot: BoundsBench::SHARED, pad: pad) })
+    fetch = BoundsBench.fetcher
+    BoundsBench.fetch_once(fetch)
+    { "fetch holding back 99 tenants' big jobs (full scope)" =>
+      LongestBench.longest { BoundsBench.fetch_once(fetch) } }
   ensure
     Sidekiq::FairTenant::Slots.stop
-  end
-
-  def print(title, results)
-    puts
-    puts "  #{title}"
-    puts format("  %-56s %9s %11s %8s  %s", "operation", "commands", "longest us", "> 5 ms", "which")
-    results.each do |name, r|
-      puts format("  %-56s %9d %11d %8d  %s", name, r[:calls], r[:longest_us], r[:over], r[:command])
-    end
   end
 end
 
