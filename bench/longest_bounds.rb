@@ -183,8 +183,12 @@ module BoundsMore
     BoundsBench.push(Array.new(100) { |i| BoundsBench.job(10_000 + i, "h#{i}", slot: BoundsBench::SHARED, pad: pad) })
     fetch = BoundsBench.fetcher
     BoundsBench.fetch_once(fetch)
-    { "fetch holding back 99 tenants' big jobs (full scope)" =>
+    rows = { "fetch holding back 99 tenants' big jobs (full scope)" =>
       LongestBench.longest { BoundsBench.fetch_once(fetch) } }
+    capped = "#{FairQueues.base(QUEUE)}#{BoundsBench::Names::CAPPED}"
+    BoundsBench.fetch_once(fetch) while redis.zcard(capped) < 99
+    rows.merge("clear, 99 tenants held with a 1 MB head job" =>
+      LongestBench.longest { Sidekiq.redis { |conn| FairQueues.clear(conn, QUEUE) } })
   ensure
     Sidekiq::FairTenant::Slots.stop
   end

@@ -145,6 +145,17 @@ RSpec.describe "Fair calls bounded by work" do
       expect(fair.backlog(redis, "fair")).to eq(3)
     end
 
+    it "clears held-back tenants in calls reading at most CALL_BYTES of their head jobs past the first" do
+      push(Array.new(4) { |i| job(i, "h#{i}", slot: shared, pad: pad) })
+      fetch_once # h0 served: the scope is full
+      fetch_once while redis.zcard("#{base}#{names::CAPPED}") < 3
+      replies = Array.new(2) { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", 200]) } }
+
+      expect(replies).to eq([[2, 1], [1, 0]])
+      expect(redis.zcard(waiting)).to eq(0)
+      expect(redis.exists?(index)).to be(false)
+    end
+
     it "requeues in-flight jobs in calls of at most CALL_BYTES past the first entry" do
       push(pairs)
       entries = Array.new(5) { fetch_once[3] }
