@@ -92,15 +92,19 @@ module BoundsBench
     results["Queue#size, #latency (held)"] =
       LongestBench.longest { Sidekiq::Queue.new(QUEUE).then { |q| [q.size, q.latency] } }
     results["stats (fair_stats.queue, held)"] = LongestBench.longest { Sidekiq::FairTenant.fair_stats.queue(QUEUE) }
-    results["waiting index after (entries)"] = { calls: index_size, longest_us: 0, command: "HLEN", over: 0 }
+    results["waiting index after (entries; bytes in `which`)"] =
+      { calls: redis.hlen(index_key), longest_us: 0, over: 0,
+        command: "index #{memory(index_key)} B, waiting set #{memory(waiting_key)} B" }
     results
   ensure
     Sidekiq::FairTenant::Slots.stop
   end
 
-  def index_size
-    redis.hlen("#{Names::SLOTS_PREFIX}#{SHARED[0].size}:#{SHARED[0]}:#{SHARED[1]}#{Names::WAITING}:index")
-  end
+  def waiting_key = "#{Names::SLOTS_PREFIX}#{SHARED[0].size}:#{SHARED[0]}:#{SHARED[1]}#{Names::WAITING}"
+
+  def index_key = "#{waiting_key}#{Names::WAITING_INDEX}"
+
+  def memory(key) = redis.call("MEMORY", "USAGE", key, "SAMPLES", "0").to_i
 
   def fetch_ack(fetch, count)
     count.times { fetch_once(fetch)&.then { |r| fetch.finish("ack", [r[3], ""]) } }
