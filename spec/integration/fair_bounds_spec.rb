@@ -89,6 +89,22 @@ RSpec.describe "Fair calls bounded by work" do
     end
   end
 
+  context "with a few tenants held back, their waiting entries written without the index (a rolling upgrade)" do
+    before do
+      push(Array.new(6) { |i| job(i, "t#{i % 3}", slot: shared) })
+      @served = fetch_once
+      fetch_once while redis.zcard("#{base}#{names::CAPPED}") < 3
+      redis.del(index)
+    end
+
+    it "finds the held tenant's entry by reading the scope's waiters (at most WAITING_SCAN_MAX)" do
+      fetch.finish("requeue", [@served[3]])
+
+      members = redis.zrange("#{base}#{names::READY}", 0, -1).map { |m| m[names::ACTIVATION_DIGITS..] }
+      expect(members).to include(@served[1])
+    end
+  end
+
   context "with jobs near a megabyte" do
     let(:pad) { "x" * (names::CALL_BYTES * 0.6).to_i }
     let(:pairs) { Array.new(5) { |i| job(i, "t#{i % 2}", pad: pad) } }

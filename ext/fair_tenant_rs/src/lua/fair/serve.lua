@@ -53,16 +53,18 @@ local function wait_rem(waiting, entry)
   if redis.call('ZREM', waiting, entry) == 1 then unindex(waiting, entry) end
 end
 
--- The waiting entry of `queue`'s `tenant` on a scope, or nil: its index field, else (an entry a version
--- without the index wrote) a read of the entries while there are at most K_WAITING_SCAN_MAX.
+-- The waiting entry of `queue`'s `tenant` on a scope, or nil: its index field, else, while the index holds
+-- fewer fields than the set has entries (some written by a version without it), a read of the entries if they
+-- are at most K_WAITING_SCAN_MAX.
 local function wait_lookup(waiting, queue, tenant)
-  local prefix = #queue .. ':' .. queue
-  local entry = redis.call('HGET', waiting .. K_WAITING_INDEX, prefix .. tenant)
+  local prefix, index = #queue .. ':' .. queue, waiting .. K_WAITING_INDEX
+  local entry = redis.call('HGET', index, prefix .. tenant)
   if entry then
     if redis.call('ZSCORE', waiting, entry) then return entry end
-    redis.call('HDEL', waiting .. K_WAITING_INDEX, prefix .. tenant) -- a field left behind: forgotten
+    redis.call('HDEL', index, prefix .. tenant) -- a field left behind: forgotten
   end
-  if redis.call('ZCARD', waiting) > K_WAITING_SCAN_MAX then return nil end
+  local entries = redis.call('ZCARD', waiting)
+  if entries > K_WAITING_SCAN_MAX or redis.call('HLEN', index) >= entries then return nil end
   for _, e in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
     if e:sub(2, #prefix + 1) == prefix and member_tenant(e:sub(#prefix + 2)) == tenant then return e end
   end
