@@ -70,8 +70,9 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     view
   end
 
+  # Jobs moved (the reply's second: 1 when more may be left).
   def drain_step(batch)
-    Sidekiq.redis { |conn| fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", batch]) }
+    Sidekiq.redis { |conn| fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", batch]) }.first
   end
 
   def clear_step(batch) = Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch]) }

@@ -60,6 +60,12 @@ pub const FORGET_TAIL: u64 = 50;
 /// Most runs a server process keeps to give back after lost acquire replies (`LostReplies`) while Redis does not
 /// answer; past it the oldest are dropped (their leases expire; a parked copy may then run the job again).
 pub const LOST_REPLIES_MAX: u64 = 10_000;
+/// Appended to a scope's waiting key: its index, a hash "<len>:<queue><tenant>" -> that tenant's waiting
+/// entry, so a requeue, a recovery or a removal finds a tenant's entry in O(1) however many wait.
+pub const WAITING_INDEX: &str = ":index";
+/// A tenant missing from a waiting index (held back by a version that kept none) is looked for among the
+/// scope's entries only while the scope has at most this many (one read of them all).
+pub const WAITING_SCAN_MAX: u64 = 1000;
 /// A tag's sweep registration: sub -> "<default limit><META_SEPARATOR><lease ms>".
 pub const META: &str = "meta";
 pub const META_SEPARATOR: &str = " ";
@@ -158,6 +164,10 @@ pub const RECOVER_BATCH: u64 = 50;
 /// entries and the jobs as put back), however large the jobs.
 pub const RECOVER_BYTES: u64 = 1_000_000;
 pub const RECOVER_PAGE: u64 = 5;
+/// Most bytes of jobs one call carries in or out, past its first job (one job larger than this goes alone):
+/// a push or a requeue of many (sliced by the caller), a drain call, a page of a fair backlog (`jobs`). Read
+/// from a list one job first, then up to RECOVER_PAGE at a time as many of the largest seen fit.
+pub const CALL_BYTES: u64 = 1_000_000;
 /// An acknowledgement of an in-flight entry longer than this, of a job that took no slot, is a plain LREM
 /// after the next fetch instead of an argument of the fetch script: a string crossing into Lua costs Redis
 /// about 1.25 ns a byte (250 us at 200 KB), a plain command a few microseconds and the fetcher a round trip.
@@ -263,6 +273,8 @@ pub const NAMES: &[Name] = &[
     n("HAND_OVER_BYTES", HAND_OVER_BYTES, &[]),
     n("FORGET_TAIL", FORGET_TAIL, &[]),
     n("LOST_REPLIES_MAX", LOST_REPLIES_MAX, &[]),
+    s("WAITING_INDEX", WAITING_INDEX, Lua),
+    n("WAITING_SCAN_MAX", WAITING_SCAN_MAX, &[]),
     s("META", META, Everywhere),
     s("META_SEPARATOR", META_SEPARATOR, Literal),
     s("TENANT_TAG", TENANT_TAG, Everywhere),
@@ -328,6 +340,7 @@ pub const NAMES: &[Name] = &[
     n("RECOVER_BATCH", RECOVER_BATCH, &[]),
     n("RECOVER_BYTES", RECOVER_BYTES, &[]),
     n("RECOVER_PAGE", RECOVER_PAGE, &[]),
+    n("CALL_BYTES", CALL_BYTES, &[]),
     n(
         "INLINE_ACK_MAX_BYTES",
         INLINE_ACK_MAX_BYTES,

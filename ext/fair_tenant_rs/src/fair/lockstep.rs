@@ -770,6 +770,8 @@ impl<'a> Lockstep<'a> {
             let scope = slots::Scope::from_parts(d.tag.clone().into(), d.sub.clone().into());
             zrange(&mut pipe, String::from_utf8(scope.holders()).unwrap());
             zrange(&mut pipe, String::from_utf8(scope.waiting()).unwrap());
+            pipe.cmd("HGETALL")
+                .arg(String::from_utf8(scope.waiting_index()).unwrap());
         }
         for p in 0..PROCESSES {
             pipe.cmd("LRANGE")
@@ -816,6 +818,16 @@ impl<'a> Lockstep<'a> {
                 holders.push((d.name(), jobs));
             }
             let waiting: Vec<(String, f64)> = redis::from_redis_value(next()).unwrap();
+            // The scope's index names each entry by its queue and tenant, and nothing else (serve.lua).
+            let index: BTreeMap<String, String> = redis::from_redis_value(next()).unwrap();
+            let expected: BTreeMap<String, String> = waiting
+                .iter()
+                .map(|(e, _)| {
+                    let member = e[1..].strip_prefix(&prefix).expect("this queue's entry");
+                    (format!("{prefix}{}", &member[16..]), e.clone())
+                })
+                .collect();
+            assert_eq!(index, expected, "waiting index of {}", d.name());
             if !waiting.is_empty() {
                 let list = waiting
                     .into_iter()

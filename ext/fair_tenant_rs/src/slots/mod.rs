@@ -175,6 +175,11 @@ impl Scope {
     pub fn waiting(&self) -> Vec<u8> {
         join(&[&base(&self.tag), &self.sub, names::WAITING.as_bytes()])
     }
+
+    /// The index of [`Self::waiting`]: "<len>:<queue><tenant>" -> that tenant's waiting entry.
+    pub fn waiting_index(&self) -> Vec<u8> {
+        join(&[&self.waiting(), names::WAITING_INDEX.as_bytes()])
+    }
 }
 
 pub fn tenant_tag(tenant: &[u8]) -> Vec<u8> {

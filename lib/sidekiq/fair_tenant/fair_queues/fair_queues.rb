@@ -61,13 +61,13 @@ module Sidekiq
         SHARED_TENANT
       end
 
-      # Pushes JSON jobs (with their tenants) to a fair queue: one round trip per PUSH_BATCH jobs (a push, or
-      # a bulk push of up to PUSH_BATCH, is one), so no call blocks Redis for long; as Sidekiq's own push_bulk
-      # (a round trip per 1,000), a bulk push is atomic per call, not as a whole. Returns the jobs now waiting.
+      # Pushes JSON jobs (with their tenants) to a fair queue: one round trip per PUSH_BATCH jobs or
+      # CALL_BYTES of them (a push, or a bulk push of up to PUSH_BATCH small jobs, is one), so no call blocks
+      # Redis for long; as Sidekiq's own push_bulk (a round trip per 1,000), a bulk push is atomic per call,
+      # not as a whole. Returns the jobs now waiting.
       def push(conn, queue, tenants_and_jobs, enqueued_at = Time.now.to_f)
-        return push_call(conn, queue, tenants_and_jobs, enqueued_at) if tenants_and_jobs.size <= PUSH_BATCH
-
-        tenants_and_jobs.each_slice(PUSH_BATCH).map { |slice| push_call(conn, queue, slice, enqueued_at) }.last
+        JobBytes.slices(tenants_and_jobs, PUSH_BATCH) { |tenant, job| tenant.to_s.bytesize + job.bytesize }
+                .map { |slice| push_call(conn, queue, slice, enqueued_at) }.last
       end
 
       def push_call(conn, queue, pairs, enqueued_at)
@@ -80,13 +80,14 @@ module Sidekiq
       end
 
       # Switching fair fetch off for a queue: moves its whole fair backlog back to `queue:<name>` in fair
-      # order, paused tenants' jobs last, `batch` jobs per round trip. Returns the number of jobs moved.
+      # order, paused tenants' jobs last, `batch` jobs (or CALL_BYTES of them) per round trip. Returns the
+      # number of jobs moved.
       def drain(conn, queue, batch: NAMES::DRAIN_BATCH)
         total = 0
         loop do
-          moved = run(conn, "drain", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue.to_s, batch]).to_i
-          total += moved
-          return total if moved < batch
+          moved, more = run(conn, "drain", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue.to_s, batch])
+          total += moved.to_i
+          return total if more.to_i.zero?
         end
       end
 
@@ -108,7 +109,7 @@ module Sidekiq
       # (JobBytes.fix_time); a payload that is not a job (not a JSON object) goes to the dead set, as Sidekiq's
       # processor sends one it cannot parse.
       def adopt(conn, queue, batch)
-        jobs = conn.call("LRANGE", "queue:#{queue}", -batch, -1).reverse
+        jobs = JobBytes.oldest(conn, "queue:#{queue}", batch)
         return 0 if jobs.empty?
 
         killed = []

@@ -4,7 +4,38 @@ module Sidekiq
   module FairTenant
     # A fair queue's job as bytes: as FairPush writes it, and as it comes back inside an in-flight entry.
     module JobBytes
+      # Most bytes of jobs one script call carries past its first (a larger job goes alone).
+      CALL_BYTES = Native::Names::CALL_BYTES
+
       module_function
+
+      # The oldest jobs of the list `key` (oldest first, as LPUSH leaves them at its tail): at most `count`, and
+      # at most CALL_BYTES past the first (the oldest read alone, then as many more as fit at its size, cut
+      # at CALL_BYTES should they be larger).
+      def oldest(conn, key, count)
+        first = conn.call("LRANGE", key, -1, -1)
+        return first if first.empty? || count <= 1
+
+        more = [count - 1, (CALL_BYTES - first[0].bytesize) / [first[0].bytesize, 1].max].min
+        rest = more.positive? ? conn.call("LRANGE", key, -1 - more, -2).reverse : []
+        slices(first + rest, count, &:bytesize).first
+      end
+
+      # `items` in order, in slices of at most `count` and at most CALL_BYTES past each slice's first item
+      # (the block gives an item's bytes); one empty slice for none.
+      def slices(items, count)
+        slices = [[]]
+        bytes = 0
+        items.each do |item|
+          if !slices.last.empty? && (slices.last.size >= count || bytes >= CALL_BYTES)
+            slices << []
+            bytes = 0
+          end
+          slices.last << item
+          bytes += yield(item)
+        end
+        slices
+      end
 
       # `enqueued_at`, `jid`, the slot and the rate cap (if any) first, the rest in their order, so the scripts
       # read them from the job's first bytes, never decoding the job (lua/fair/common.lua, lua/fair/serve.lua).

@@ -75,6 +75,15 @@ local function push_job(k, tenant, job, queue, time)
   end
 end
 
+-- How many jobs a call bounded by K_CALL_BYTES reads next from a list, having read `bytes` (its largest job
+-- `largest`, 0: none yet): 1 first, then as many of the largest as fit in what is left (1 to K_RECOVER_PAGE),
+-- at most `left`; 0 once the call has read K_CALL_BYTES.
+local function byte_page(bytes, largest, left)
+  if largest == 0 then return math.min(1, left) end
+  if bytes >= K_CALL_BYTES then return 0 end
+  return math.min(left, K_RECOVER_PAGE, math.max(1, math.floor((K_CALL_BYTES - bytes) / largest)))
+end
+
 -- Wake-up tokens for idle fetchers: one per job, at most `cap` waiting.
 local function add_tokens(k, count, cap)
   local tokens = math.min(count, cap - redis.call('LLEN', k.sig))

@@ -1,7 +1,8 @@
 -- A page of a fair queue's waiting jobs, for Sidekiq's API (Queue#each) and its Web queue page: tenants in
 -- the order of their oldest waiting job (`heads`: by enqueue time, then by name), each tenant's jobs oldest
 -- first. A walk goes on from the cursor the previous call returned; a call looks at no more than `steps`
--- tenants and returns no more than `max` jobs.
+-- tenants and returns no more than `max` jobs, and no more than K_CALL_BYTES of them past the first (a page
+-- cut short by bytes returns its cursor: the caller goes on from it).
 -- KEYS  (none)
 -- ARGV  base, max, steps, skip (jobs to pass over first), then the cursor: score, tenant, offset, length
 --       (score "": from the first tenant). The cursor's tenant is read on from its job `offset`, less what
@@ -12,7 +13,7 @@
 local k = fair_keys(ARGV[1], '')
 local max, steps, skip = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local reply = { false, '', 0, 0, 0 }
-local jobs = 0
+local jobs, bytes, largest = 0, 0, 0
 
 -- Reads tenant `t`'s jobs from index `from` (after passing over what is left to skip). Returns the index
 -- reached, the list's length and whether the list is read to its end.
@@ -24,11 +25,16 @@ local function read(t, from)
     skip = skip - passed
     from = from + passed
   end
-  if jobs < max and from < len then
-    local got = redis.call('LRANGE', list, from, from + max - jobs - 1)
+  while from < len do
+    local n = byte_page(bytes, largest, max - jobs)
+    if n <= 0 then break end
+    local got = redis.call('LRANGE', list, from, from + n - 1)
+    if #got == 0 then break end
     for _, job in ipairs(got) do
       reply[#reply + 1] = t
       reply[#reply + 1] = job
+      bytes = bytes + #job
+      if #job > largest then largest = #job end
     end
     jobs = jobs + #got
     from = from + #got

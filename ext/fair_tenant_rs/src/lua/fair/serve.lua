@@ -10,6 +10,9 @@
 --   fair queue `capped` / `over`  where it waits (fair_common.lua), keeping its start tag
 --   <slots base><sub>:waiting  ZSET  "c|o<len>:<queue><ready member>" -> start tag: who waits on the scope
 --                                    (c: in `capped`, o: in `over`)
+--   <that key>:index           HASH  "<len>:<queue><tenant>" -> the tenant's entry there: every script that
+--                                    adds or removes an entry keeps it (wait_add, wait_rem, unindex), so a
+--                                    requeue or a removal finds a tenant's entry in O(1), however many wait
 -- A release, an expired lease (the sweep) or a raised runtime limit brings waiting tenants back into
 -- `ready` (start tag max(theirs, v): a wait banks no credit). The scope is registered in the tag's meta
 -- hash and the tags set while it has holders or waiters, so the slot sweep visits it.
@@ -22,6 +25,50 @@ local function scope_keys(tag, sub)
   local base = K_SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
   return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, meta = base .. K_META,
            limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
+end
+
+-- A waiting entry's field in its scope's index: "<len>:<queue><tenant>", or nil (not an entry this gem wrote).
+local function wait_field(entry)
+  local qlen, at = entry:match('^[co](%d+):()')
+  if not qlen then return nil end
+  local q_end = at + tonumber(qlen) - 1
+  return entry:sub(2, q_end) .. member_tenant(entry:sub(q_end + 1))
+end
+
+-- An entry joins (or moves within) a scope's waiting set, with its index field.
+local function wait_add(waiting, tag, entry)
+  redis.call('ZADD', waiting, tag, entry)
+  local field = wait_field(entry)
+  if field then redis.call('HSET', waiting .. K_WAITING_INDEX, field, entry) end
+end
+
+-- An entry that left the waiting set (popped, removed) leaves the index, unless the field names another.
+local function unindex(waiting, entry)
+  local field = wait_field(entry)
+  local index = waiting .. K_WAITING_INDEX
+  if field and redis.call('HGET', index, field) == entry then redis.call('HDEL', index, field) end
+end
+
+local function wait_rem(waiting, entry)
+  if redis.call('ZREM', waiting, entry) == 1 then unindex(waiting, entry) end
+end
+
+-- The waiting entry of `queue`'s `tenant` on a scope, or nil: its index field, else, while the index holds
+-- fewer fields than the set has entries (some written by a version without it), a read of the entries if they
+-- are at most K_WAITING_SCAN_MAX.
+local function wait_lookup(waiting, queue, tenant)
+  local prefix, index = #queue .. ':' .. queue, waiting .. K_WAITING_INDEX
+  local entry = redis.call('HGET', index, prefix .. tenant)
+  if entry then
+    if redis.call('ZSCORE', waiting, entry) then return entry end
+    redis.call('HDEL', index, prefix .. tenant) -- a field left behind: forgotten
+  end
+  local entries = redis.call('ZCARD', waiting)
+  if entries > K_WAITING_SCAN_MAX or redis.call('HLEN', index) >= entries then return nil end
+  for _, e in ipairs(redis.call('ZRANGE', waiting, 0, -1)) do
+    if e:sub(2, #prefix + 1) == prefix and member_tenant(e:sub(#prefix + 2)) == tenant then return e end
+  end
+  return nil
 end
 
 local SLOT_QUOTED = '"' .. K_SLOT_FIELD .. '"'
@@ -304,10 +351,10 @@ local function hold_back(k, queue, from, member, tag, slot, limit, running)
   local to = (slot.elastic and limit > 0) and k.over or k.capped
   if from ~= to then
     redis.call('ZREM', from, member)
-    if from ~= k.ready then redis.call('ZREM', slot.waiting, waiting_entry(k, queue, from, member)) end
+    if from ~= k.ready then wait_rem(slot.waiting, waiting_entry(k, queue, from, member)) end
   end
   redis.call('ZADD', to, tag, member)
-  redis.call('ZADD', slot.waiting, tag, waiting_entry(k, queue, to, member))
+  wait_add(slot.waiting, tag, waiting_entry(k, queue, to, member))
   if running == 0 then register(slot) end -- a limit of 0: no holder registered it
 end
 
@@ -339,6 +386,7 @@ local function wake(slot, limit, tokens)
       break
     end
     local entry = popped[1]
+    unindex(slot.waiting, entry)
     local qlen, at = entry:match('^[co](%d+):()')
     if qlen then
       local queue = entry:sub(at, at + tonumber(qlen) - 1)
@@ -399,19 +447,13 @@ local function push_front(k, tenant, job, queue)
   end
   local held_on = slot_of(redis.call('LINDEX', k.prefix .. tenant, 1))
   if not held_on then return end
-  local suffix = #queue .. ':' .. queue
-  for _, entry in ipairs(redis.call('ZRANGE', held_on.waiting, 0, -1)) do
-    local member = entry:sub(#suffix + 2)
-    if entry:sub(2, #suffix + 1) == suffix and member_tenant(member) == tenant then
-      redis.call('ZREM', held_on.waiting, entry)
-      local from = entry:sub(1, 1) == 'o' and k.over or k.capped
-      local tag = tonumber(redis.call('ZSCORE', from, member))
-      if tag then -- else a stale entry: look on
-        rejoin(k, from, member, tag)
-        return
-      end
-    end
-  end
+  local entry = wait_lookup(held_on.waiting, queue, tenant)
+  if not entry then return end
+  wait_rem(held_on.waiting, entry)
+  local member = entry:sub(#tostring(#queue) + #queue + 3)
+  local from = entry:sub(1, 1) == 'o' and k.over or k.capped
+  local tag = tonumber(redis.call('ZSCORE', from, member))
+  if tag then rejoin(k, from, member, tag) end -- else a stale entry, forgotten
 end
 
 -- A tenant that leaves the rotation for `paused` gives up a slot it may have been woken for: the next
@@ -420,7 +462,7 @@ end
 local function pass_on(k, list, entry)
   local slot = slot_of(redis.call('LINDEX', list, 0))
   if not slot then return end
-  if entry then redis.call('ZREM', slot.waiting, entry) end
+  if entry then wait_rem(slot.waiting, entry) end
   wake(slot, nil, true)
 end
 
@@ -452,9 +494,10 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   if rate then
     rate_now, rate_due, rate_read = rate_check(rate)
     if rate_due then
+      k.put_back = (k.put_back or 0) + #job
       redis.call('LPUSH', list, job)
       local held = tier ~= k.ready and not known and slot_of(job)
-      if held then redis.call('ZREM', held.waiting, waiting_entry(k, queue, tier, member)) end
+      if held then wait_rem(held.waiting, waiting_entry(k, queue, tier, member)) end
       hold_rated(k, tier, member, start, rate_due)
       return nil
     end
@@ -465,6 +508,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   -- own job's lower limit does not give it.
   if slot then taken, running, limit = take_slot(slot, tier == k.over and not known, known) end
   if not taken then
+    k.put_back = (k.put_back or 0) + #job
     redis.call('LPUSH', list, job)
     hold_back(k, queue, tier, member, start, slot, limit, running)
     return nil
@@ -474,7 +518,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   -- unless a wake took it (known); it goes when the tenant leaves that place.
   local stale = tier ~= k.ready and not known and (slot or slot_of(job))
   local function forget_entry()
-    if stale then redis.call('ZREM', stale.waiting, waiting_entry(k, queue, tier, member)) end
+    if stale then wait_rem(stale.waiting, waiting_entry(k, queue, tier, member)) end
   end
   redis.call('HSET', k.state, K_STATE_V, start)
   local charged = k.time and estimate(k, tenant)
@@ -539,7 +583,8 @@ end
 -- Takes the next job in fair order: the ready tenant with the smallest start tag gives its oldest job
 -- (turn). While no ready tenant is left, tenants over an elastic cap are served the same way
 -- (work-conserving). A tenant whose job cannot take its slot leaves the rotation (hold_back) and the next is
--- tried; paused tenants met at the head leave it too (bounded per call; each moves once). `uncapped`: ignore
+-- tried (at most 100, and at most K_CALL_BYTES of their head jobs, a call); paused tenants met at the head
+-- leave it too (bounded per call; each moves once). `uncapped`: ignore
 -- caps, capped tenants included (draining). `woken`: tenants this call's acknowledgements woke (wake).
 -- Returns tenant, job, the jid whose slot was taken (or nil); nil when none.
 local function serve(k, queue, uncapped, woken)
@@ -572,6 +617,12 @@ local function serve(k, queue, uncapped, woken)
     end
     local tenant, job, jid, charged, member = turn(k, queue, tier, top[1], start, uncapped)
     if tenant then return tenant, job, jid, charged, member end
+    if (k.put_back or 0) >= K_CALL_BYTES then
+      -- K_CALL_BYTES of head jobs popped and put back (their tenants held back; `k` is this call's): the rest
+      -- of the rotation is looked at by the next call, an idle fetcher woken for it.
+      add_tokens(k, 1, K_TOKEN_CAP)
+      return nil
+    end
   end
   return nil
 end
@@ -600,10 +651,9 @@ local ACTIVATION = ('?'):rep(K_ACTIVATION_DIGITS) -- no `string` global while a 
 -- (capped or over), its member there and start tag, or nil (not held on this scope).
 local function unwait(k, queue, slot, tenant)
   local prefix = #queue .. ':' .. queue
-  local entry = find_member(slot.waiting, '[co]' .. glob_escape(prefix) .. ACTIVATION .. glob_escape(tenant),
-    function(e) return e:sub(2, #prefix + 1) == prefix and member_tenant(e:sub(#prefix + 2)) == tenant end)
+  local entry = wait_lookup(slot.waiting, queue, tenant)
   if not entry then return nil end
-  redis.call('ZREM', slot.waiting, entry)
+  wait_rem(slot.waiting, entry)
   local member = entry:sub(#prefix + 2)
   local tier = entry:sub(1, 1) == 'o' and k.over or k.capped
   local tag = tonumber(redis.call('ZSCORE', tier, member))

@@ -7,15 +7,16 @@ module Sidekiq
       # in-flight ledger (InFlight) told: a call that may write entries into the list is counted while under way,
       # and a unit acknowledged or requeued runs in no thread any more.
       module Finish
-        # Drops in-flight entries ("ack") or puts their jobs back at the front of their tenants ("requeue").
-        # Returns how many were found in the list.
+        # Drops in-flight entries ("ack": entry, timing pairs) or puts their jobs back at the front of their
+        # tenants ("requeue"), one call per FairQueues::CALL_BYTES of entries (a shutdown's bulk requeue of
+        # large jobs is several calls). Returns how many were found in the list.
         def finish(mode, entries, conn = nil)
           return redis { |c| finish(mode, entries, c) } unless conn
 
+          groups = entries.each_slice(mode == "ack" ? 2 : 1).to_a
           InFlight.call(@ledger) do
-            FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
-                           [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
-                            *entries])
+            JobBytes.slices(groups, Float::INFINITY) { |group| group.sum(&:bytesize) }
+                    .sum { |slice| finish_call(conn, mode, slice.flatten).to_i }
           end
         end
 
@@ -25,6 +26,13 @@ module Sidekiq
         end
 
         private
+
+        # One call of the ack script ("ack" or "requeue").
+        def finish_call(conn, mode, entries)
+          FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
+                         [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
+                          *entries])
+        end
 
         def requeue_units(units)
           fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
