@@ -251,7 +251,10 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       log = with_sidekiq_redis(url: "redis://127.0.0.1:#{RedisServer.free_port}/0") do
         capture_log { 3.times { |i| expect(perform(payload("x#{i}"))).to be(true) } }
       end
-      expect(log.scan("[sidekiq-fair_tenant]").size).to eq(1)
+      # One warning for the three jobs (and, past the acquire's patience, one of the heartbeat that gives back
+      # what a lost call may have taken: each rate-limited on its own).
+      expect(log.scan("runs without a slot").size).to eq(1), log
+      expect(log.scan("[sidekiq-fair_tenant]").size).to be <= 2, log
     end
 
     it "keeps slots in Sidekiq's Redis when the gem's own redis_url points elsewhere" do

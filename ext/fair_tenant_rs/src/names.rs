@@ -60,6 +60,11 @@ pub const FORGET_TAIL: u64 = 50;
 /// Most runs a server process keeps to give back after lost acquire replies (`LostReplies`) while Redis does not
 /// answer; past it the oldest are dropped (their leases expire; a parked copy may then run the job again).
 pub const LOST_REPLIES_MAX: u64 = 10_000;
+/// How long a job's acquire is sent again (the same run: idempotent) while Redis does not answer, before the job
+/// runs without its slot (fail-open), and the pause between two sends: a stall shorter than this ends with the
+/// acquire's own answer (acquired, parked or dropped), so no copy of the job is left to run it again.
+pub const ACQUIRE_PATIENCE_MS: u64 = 5_000;
+pub const ACQUIRE_PAUSE_MS: u64 = 100;
 /// Appended to a scope's waiting key: its index, a hash "<len>:<queue><tenant>" -> that tenant's waiting
 /// entry, so a requeue, a recovery or a removal finds a tenant's entry in O(1) however many wait.
 pub const WAITING_INDEX: &str = ":index";
@@ -273,6 +278,8 @@ pub const NAMES: &[Name] = &[
     n("HAND_OVER_BYTES", HAND_OVER_BYTES, &[]),
     n("FORGET_TAIL", FORGET_TAIL, &[]),
     n("LOST_REPLIES_MAX", LOST_REPLIES_MAX, &[]),
+    n("ACQUIRE_PATIENCE_MS", ACQUIRE_PATIENCE_MS, &[]),
+    n("ACQUIRE_PAUSE_MS", ACQUIRE_PAUSE_MS, &[]),
     s("WAITING_INDEX", WAITING_INDEX, Lua),
     n("WAITING_SCAN_MAX", WAITING_SCAN_MAX, &[]),
     s("META", META, Everywhere),

@@ -17,8 +17,9 @@ module Sidekiq
     # finds no free slot is parked in Redis in the same atomic step and the middleware returns without
     # running it; a freed slot is handed to the oldest parked job, which goes back to the front of its
     # queue holding it.
-    # Redis trouble at acquire time runs the job anyway (one warning); what a call whose reply was lost may have
-    # taken (a slot, a parked copy) is given back by the heartbeat once Redis answers. Release never raises.
+    # Redis trouble at acquire time: the acquire is sent again until Redis answers, for up to PATIENCE; then the
+    # job runs anyway (one warning), and what a call whose reply was lost may have taken (a slot, a parked copy)
+    # is given back once Redis answers. Release never raises.
     # A slot belongs to one run of its job (a token per call here): a release by one run never frees another's.
     #
     # On a fair queue the fetcher took the slot with the job (HeldSlot): the job runs, its lease is
@@ -28,6 +29,14 @@ module Sidekiq
 
       # `run`: this run's token (nil for a slot a fair queue's fetch took).
       Slot = Struct.new(:tag, :sub, :jid, :lease_ms, :limit, :run)
+      PATIENCE = Native::Names::ACQUIRE_PATIENCE_MS / 1000.0
+      PAUSE = Native::Names::ACQUIRE_PAUSE_MS / 1000.0
+
+      class << self
+        # True once an acquire found no answer for PATIENCE (Redis down): later jobs fail open at once, without
+        # waiting, until an acquire is answered.
+        attr_accessor :unanswered
+      end
 
       def call(worker, job, _queue, &block)
         raw = job["fair_tenant_concurrency"]
@@ -71,14 +80,20 @@ module Sidekiq
         nil
       end
 
-      # Redis trouble (SlotCalls::REDIS_ERRORS) runs the job without a slot. Anything else that lands here -
-      # Thread#raise, Timeout, Sidekiq::Shutdown - may arrive after the script took the slot: it is given back
-      # (release is idempotent) and the exception goes on.
+      # Redis trouble (SlotCalls::REDIS_ERRORS): the acquire is sent again (the same run: idempotent) every
+      # PAUSE for up to PATIENCE, and its answer followed; only then does the job run without a slot. Anything
+      # else that lands here - Thread#raise, Timeout, Sidekiq::Shutdown - may arrive after the script took the
+      # slot: it is given back (release is idempotent) and the exception goes on.
       def acquire(slot, payload, job)
-        SlotCalls.acquire(slot, payload, job["enqueued_at"].to_f)
-      rescue *SlotCalls::REDIS_ERRORS => e
-        FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
-        :failed
+        give_up = Interval.now + (ServerMiddleware.unanswered ? 0 : PATIENCE)
+        begin
+          SlotCalls.acquire(slot, payload, job["enqueued_at"].to_f).tap { ServerMiddleware.unanswered = false }
+        rescue *SlotCalls::REDIS_ERRORS => e
+          retry if Interval.now < give_up && sleep(PAUSE)
+          ServerMiddleware.unanswered = true # an outage: the next jobs run without a slot at once, until one answers
+          FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
+          :failed
+        end
       rescue Exception # rubocop:disable Lint/RescueException
         release(slot)
         raise
