@@ -32,12 +32,9 @@ module Sidekiq
       # Returns {recovered:, processes:, moved:}.
       def run(conn, queue, on_wait: nil)
         recovered = processes = 0
+        free_by = Interval.now + FairFetch::Recovery::INTERVAL + 1
         3.times do
-          result = FairFetch::Recovery.sweep(conn)
-          unless result # another process is sweeping
-            sleep(1)
-            next
-          end
+          result = sweep_when_free(conn, free_by) or next
           recovered += result[:recovered]
           processes += result[:processes]
           break if result[:suspected].zero?
@@ -46,6 +43,17 @@ module Sidekiq
           sleep(FairFetch::Recovery::LAPSE)
         end
         { recovered: recovered, processes: processes, moved: FairQueues.drain(conn, queue) }
+      end
+
+      # A sweep, once no other process holds the sweep's lock: one sweeping now, or one killed mid-sweep (its
+      # lock expires after Recovery::INTERVAL), until `free_by`. nil when it never came free.
+      def sweep_when_free(conn, free_by)
+        loop do
+          result = FairFetch::Recovery.sweep(conn)
+          return result if result || Interval.now > free_by
+
+          sleep(1)
+        end
       end
 
       def waiting(out, suspected, seconds)
