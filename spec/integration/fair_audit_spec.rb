@@ -50,7 +50,7 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
     with_sidekiq_redis(url: url, network_timeout: 0.5) do
       fetch = fetcher("audit-host:1:stall")
       fetch.redis { |conn| conn.call("PING") } # connected before the stall (redis-client's handshake would time out)
-      stall = RedisStall.start(url, 1.2) # longer than the read timeout: the client sends the fetch again
+      stall = RedisStall.start(url, 1.6) # longer than the read timeout: the client sends the fetch again
       unit = begin
         fetch.retrieve_work
       rescue StandardError # both attempts timed out: no unit at all
