@@ -22,6 +22,7 @@ use crate::fair::scripts::Function;
 use crate::fair::{self, Tag};
 use crate::slots;
 
+use crate::redis::test_server::Rng;
 /// The test's own redis-server (used by the fair tests too).
 pub(crate) use crate::redis::test_server::Server;
 
@@ -38,27 +39,6 @@ fn clock_start() -> u64 {
 }
 const LEASE_MS: u64 = 3_600_000;
 const PROCESSES: usize = 3;
-
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
 
 /// A concurrency scope of the sequence: its Redis tag and sub, its jobs' limit, static or elastic.
 #[derive(Debug, Clone)]

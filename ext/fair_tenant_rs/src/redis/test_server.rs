@@ -1,4 +1,5 @@
-//! A redis-server of a test's own (lockstep tests, script formats, recovery).
+//! A redis-server of a test's own (lockstep tests, script formats, recovery), and the randomised tests'
+//! generator.
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -52,5 +53,26 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for the randomised tests: a seed replays a sequence.
+pub(crate) struct Rng(pub(crate) u64);
+
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
     }
 }

@@ -15,28 +15,11 @@ use redis::Connection;
 
 use super::model::{Ask, PlainSlots, Terms};
 use super::{self as slots, Request, Scope, ALL};
-use crate::redis::test_server::Server;
+use crate::redis::test_server::{Rng, Server};
 
 const CLOCK_KEY: &str = "slots-lockstep:clock";
 const JOBS: usize = 6;
 const LEASE_MS: u64 = 5_000;
-
-/// A small deterministic generator (SplitMix64).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Op {
