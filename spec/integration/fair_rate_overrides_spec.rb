@@ -93,4 +93,53 @@ RSpec.describe "Runtime rate overrides" do
     expect(rates.set("3/3", key: "unused")).to eq(0) # covers none of them: each call reads, none comes back
     expect(rated_tenants).to match_array(tenants - %w[T6 T0 T3])
   end
+
+  describe "a recheck cut short" do
+    let(:rechecks) { Sidekiq::FairTenant::Native::Names::RATE_RECHECKS_KEY }
+
+    # Every set_rate call after the first `calls` raises (the writer killed, or the call refused).
+    def cut_after(calls)
+      done = 0
+      allow(Sidekiq::FairTenant::FairQueues).to receive(:run).and_wrap_original do |original, conn, name, *rest|
+        raise "NOREPLICAS (cut)" if name == "set_rate" && (done += 1) > calls
+
+        original.call(conn, name, *rest)
+      end
+    end
+
+    it "leaves no mark when it ran to its end" do
+      RatedFair.build(jobs: 4)
+      expect(rates.set([{ limit: 3, per: 3 }], tenant: "L", queue: "fair")).to eq(1)
+      expect(redis.hlen(rechecks)).to eq(0)
+    end
+
+    it "is finished by the next recovery sweep: the held tenant comes back, and the mark goes" do
+      RatedFair.build(jobs: 4) # L waits in `rated`
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[aaa fair] } # aaa's call first, then fair's
+      cut_after(1)
+      expect { rates.set([{ limit: 3, per: 3 }], tenant: "L", queue: "fair") }.to raise_error(/NOREPLICAS/)
+      RSpec::Mocks.space.proxy_for(Sidekiq::FairTenant::FairQueues).reset
+      expect(rates.get(tenant: "L", queue: "fair")).to eq([{ limit: 3, per: 3.0 }]) # written, not applied
+      expect(rated_tenants).to eq(["L"])
+      expect(redis.hlen(rechecks)).to eq(1)
+
+      result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:1:a") }
+
+      expect(result).to include(rechecked: 1)
+      expect(rated_tenants).to eq([])
+      expect(redis.hlen(rechecks)).to eq(0)
+    end
+
+    it "keeps the mark of a newer write of the same scope when an older one's finisher ends" do
+      RatedFair.build(jobs: 4)
+      Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[aaa fair] }
+      cut_after(1)
+      expect { rates.set("3/3", tenant: "L", queue: "fair") }.to raise_error(/NOREPLICAS/)
+      expect { rates.set("4/3", tenant: "L", queue: "fair") }.to raise_error(/NOREPLICAS/) # marks it again
+      RSpec::Mocks.space.proxy_for(Sidekiq::FairTenant::FairQueues).reset
+      stale = redis.hgetall(rechecks).to_a.first
+      Sidekiq.redis { |conn| rates.send(:done, conn, [stale[0], "older"]) } # the first write's writer, at its end
+      expect(redis.hgetall(rechecks)).to eq([stale].to_h)
+    end
+  end
 end

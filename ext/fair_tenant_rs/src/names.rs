@@ -106,6 +106,10 @@ pub const RATE_WAKE_BATCH: u64 = 20;
 pub const RATE_LIMITS_PREFIX: &str = concat!(root!(), ":rate-limits:");
 /// The tags that have runtime rate overrides.
 pub const RATE_LIMITS_INDEX_KEY: &str = concat!(root!(), ":rate-limits:index");
+/// Runtime rate overrides whose recheck of the fair queues' rated tenants is under way: member (`rate.rs`'s
+/// `recheck_member`) -> the writer's nonce. The writer removes its own when done; a recovery sweep finishes
+/// one a writer left (killed, a call refused).
+pub const RATE_RECHECKS_KEY: &str = concat!(root!(), ":rate-limits:rechecks");
 pub const RATE_OVERRIDE_SEPARATOR: &str = ",";
 
 // Fair queues: `<FAIR_PREFIX>{<queue>}:<suffix>` (fair.rs).
@@ -300,6 +304,7 @@ pub const NAMES: &[Name] = &[
     n("RATE_WAKE_BATCH", RATE_WAKE_BATCH, &[]),
     s("RATE_LIMITS_PREFIX", RATE_LIMITS_PREFIX, Everywhere),
     s("RATE_LIMITS_INDEX_KEY", RATE_LIMITS_INDEX_KEY, Everywhere),
+    s("RATE_RECHECKS_KEY", RATE_RECHECKS_KEY, Everywhere),
     s("RATE_OVERRIDE_SEPARATOR", RATE_OVERRIDE_SEPARATOR, Literal),
     s("FAIR_PREFIX", FAIR_PREFIX, Everywhere),
     s("FAIR_BASE", FAIR_BASE, Everywhere),

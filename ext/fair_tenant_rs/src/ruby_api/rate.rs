@@ -10,7 +10,9 @@ use crate::ruby_api::helpers::convert::{bytes, put_target};
 use crate::ruby_api::helpers::errors::argument_error;
 use crate::ruby_api::helpers::values::{inspect, read_options};
 use crate::slots;
-use crate::slots::rate::{overrides_key, stored_windows, Rate, RawRate, RawWindow, Window};
+use crate::slots::rate::{
+    overrides_key, recheck_member, recheck_target, stored_windows, Rate, RawRate, RawWindow, Window,
+};
 
 /// What an invalid override's ArgumentError names in place of a class.
 const OVERRIDE: &str = "Sidekiq::FairTenant.rates";
@@ -154,6 +156,21 @@ fn key(ruby: &Ruby, tag: RString) -> RString {
     ruby.str_from_slice(&overrides_key(&bytes(tag)))
 }
 
+fn recheck(ruby: &Ruby, tag: RString, field: RString) -> RString {
+    ruby.str_from_slice(&recheck_member(&bytes(tag), &bytes(field)))
+}
+
+/// `[tag, field]` of a recheck member; nil for bytes this gem could not have written.
+fn recheck_of(ruby: &Ruby, member: RString) -> Result<Option<RArray>, Error> {
+    let Some((tag, field)) = recheck_target(&bytes(member)) else {
+        return Ok(None);
+    };
+    let out = ruby.ary_new_capa(2);
+    out.push(ruby.str_from_slice(&tag))?;
+    out.push(ruby.str_from_slice(&field))?;
+    Ok(Some(out))
+}
+
 fn index_key() -> &'static str {
     RATE_LIMITS_INDEX_KEY
 }
@@ -196,6 +213,8 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("stored", magnus::function!(stored, 1))?;
     class.define_singleton_method("overrides_key", magnus::function!(key, 1))?;
     class.define_singleton_method("overrides_index_key", magnus::function!(index_key, 0))?;
+    class.define_singleton_method("recheck_member", magnus::function!(recheck, 2))?;
+    class.define_singleton_method("recheck_target", magnus::function!(recheck_of, 1))?;
     class.define_singleton_method("override_targets", magnus::function!(targets, 1))?;
     Ok(())
 }

@@ -172,6 +172,23 @@ pub fn overrides_key(tag: &[u8]) -> Vec<u8> {
     .concat()
 }
 
+/// An override's recheck under way (a member of [`crate::names::RATE_RECHECKS_KEY`]): its tag, length-prefixed, then its field.
+pub fn recheck_member(tag: &[u8], field: &[u8]) -> Vec<u8> {
+    [tag.len().to_string().as_bytes(), b":", tag, field].concat()
+}
+
+/// The (tag, field) of a [`recheck_member`]; None for bytes it could not have written.
+pub fn recheck_target(member: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let colon = member.iter().position(|&b| b == b':')?;
+    let digits = std::str::from_utf8(&member[..colon]).ok()?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let len: usize = digits.parse().ok()?;
+    let rest = &member[colon + 1..];
+    (len <= rest.len()).then(|| (rest[..len].to_vec(), rest[len..].to_vec()))
+}
+
 fn number(v: &RawValue) -> Option<Result<f64, ()>> {
     match v {
         RawValue::Missing | RawValue::Nil => None,
@@ -214,6 +231,30 @@ mod tests {
         let rate = Rate::parse("J", &r).unwrap();
         assert_eq!(rate.flat(), vec![2, 1000, 10_000, 86_400_000, 3, 250]);
         assert_eq!(rate.key_method.as_deref(), Some("shop_id"));
+    }
+
+    #[test]
+    fn recheck_members_name_their_tag_and_field() {
+        for (tag, field) in [
+            (&b"t:acme"[..], &b"default"[..]),
+            (b"k:a:b", b""),
+            (b"t:12:x", b"3:y"),
+            (b"t:\xff", b"\x00"),
+        ] {
+            let member = recheck_member(tag, field);
+            assert_eq!(
+                recheck_target(&member),
+                Some((tag.to_vec(), field.to_vec()))
+            );
+        }
+        for bad in [&b""[..], b"x:t:a", b":t", b"9:short", b"-1:t"] {
+            assert_eq!(
+                recheck_target(bad),
+                None,
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "securerandom"
+
 module Sidekiq
   module FairTenant
     # Runtime rate overrides for `fair_tenant_rate`, changed without a deploy, as Limits are for concurrency. An
@@ -19,7 +21,10 @@ module Sidekiq
       include OverrideScope
 
       INDEX_KEY = Native::Rate.overrides_index_key.freeze
+      RECHECKS_KEY = Native::Names::RATE_RECHECKS_KEY
       BATCH = Native::Names::RATE_RECHECK_BATCH
+      # Rechecks cut short that one recovery sweep finishes (the rest wait for the next).
+      FINISH_BATCH = 20
 
       # Returns how many waiting tenants were brought back into the rotation to be checked again.
       def set(windows, tenant: nil, queue: nil, key: nil)
@@ -40,29 +45,57 @@ module Sidekiq
         Native::Rate.override_targets(entries)
       end
 
-      private
-
-      # The override, then each queue's rated tenants in bounded calls (BATCH each). Returns the tenants brought back.
-      def write(tag, field, value)
-        keys = [Native::Rate.overrides_key(tag), INDEX_KEY]
-        Sidekiq.redis do |conn|
-          queues = (conn.call("SMEMBERS", "queues") | FairQueues.names).sort
-          (queues.empty? ? [""] : queues).each_with_index.sum do |queue, i|
-            recheck(conn, keys, [field, value, tag], queue, first: i.zero?)
-          end
+      # The rechecks that writers cut short left (killed between calls, a call refused), finished: each one's
+      # rated tenants brought back on every fair queue, then its mark removed unless written again since. Run by
+      # the recovery sweep. Returns the tenants brought back.
+      def finish(conn)
+        _cursor, page = conn.call("HSCAN", RECHECKS_KEY, "0", "COUNT", FINISH_BATCH)
+        pairs(page).sum do |member, nonce|
+          tag, field = Native::Rate.recheck_target(member)
+          pending = [member, nonce]
+          back = tag ? apply(conn, [field, "", tag], pending, write: false) : 0
+          done(conn, pending)
+          back
         end
       end
 
-      def recheck(conn, keys, args, queue, first:)
+      private
+
+      # The override, then each queue's rated tenants in bounded calls (BATCH each), then its mark removed.
+      # Returns the tenants brought back.
+      def write(tag, field, value)
+        pending = [Native::Rate.recheck_member(tag, field), SecureRandom.hex(8)]
+        Sidekiq.redis do |conn|
+          back = apply(conn, [field, value, tag], pending, write: true)
+          done(conn, pending)
+          back
+        end
+      end
+
+      def apply(conn, args, pending, write:)
+        queues = (conn.call("SMEMBERS", "queues") | FairQueues.names).sort
+        (queues.empty? ? [""] : queues).each_with_index.sum do |queue, i|
+          recheck(conn, args, pending, queue, first: write && i.zero?)
+        end
+      end
+
+      def recheck(conn, args, pending, queue, first:)
         back = 0
         from = 0
         while from >= 0
-          brought, from = FairQueues.run(conn, "set_rate", keys, [*args, first ? "1" : "0", queue, from, BATCH])
+          brought, from = FairQueues.run(conn, "set_rate", keys(args[2]),
+                                         [*args, first ? "1" : "0", queue, from, BATCH, *pending])
           first = false
           back += brought
         end
         back
       end
+
+      def done(conn, pending)
+        FairQueues.run(conn, "set_rate", keys(""), ["", "", "", "0", "", 0, 0, *pending])
+      end
+
+      def keys(tag) = [Native::Rate.overrides_key(tag), INDEX_KEY, RECHECKS_KEY]
     end
   end
 end

@@ -65,6 +65,7 @@ module Sidekiq
 
             result = Recovery.sweep(conn, identity) or return
             result[:drained] = FairOff.finish(conn)
+            result[:rechecked] = Rates.new.finish(conn)
             if (due = result[:due_in])
               conn.call("PEXPIRE", LEASE, [(due * 1000).ceil, 1].max)
               Recovery::PACE.within(due)
