@@ -283,6 +283,24 @@ RSpec.describe "Fair queues through faults" do
         expect(redis.zcard(holders)).to eq(1)
       end
 
+      it "looks for a copy only among the first TAKE_BACK_DEPTH jobs of its tenant: a bounded call" do
+        running = stall_and_recover
+        depth = Sidekiq::FairTenant::Native::Names::TAKE_BACK_DEPTH
+        third = JSON.parse(redis.lindex("#{base}t:acme", 2))
+        # As many jobs recovered or requeued to acme since, in front of the copies.
+        filler = Array.new(depth) { |i| JSON.generate(third.merge("jid" => "filler#{i}", "args" => ["acme", -1])) }
+        redis.lpush("#{base}t:acme", filler)
+
+        running.each(&:acknowledge)
+        stalled.flush_acks # registers again; the copies are too deep to be looked for: left to run (at least once)
+
+        expect(redis.smembers(registry)).to include(stalled.identity)
+        expect(redis.exists?(copies)).to be(false)
+        expect(in_flight_of(stalled)).to eq([])
+        expect(redis.llen("#{base}t:acme")).to eq(depth + 4)
+        expect(redis.lrange("#{base}t:acme", depth, -1).map { |job| JSON.parse(job)["args"][1] }).to eq([0, 1, 2, 3])
+      end
+
       it "leaves a copy another process took to it (at least once), and an acknowledgement leaves nothing behind" do
         running = stall_and_recover
         other = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "other-host:1:o")

@@ -71,6 +71,9 @@ pub const WAITING_INDEX: &str = ":index";
 /// A tenant missing from a waiting index (held back by a version that kept none) is looked for among the
 /// scope's entries only while the scope has at most this many (one read of them all).
 pub const WAITING_SCAN_MAX: u64 = 1000;
+/// How deep in its tenant's list a process back from a stall looks for the copy of a recovered job still
+/// waiting (at the front, behind only the jobs recovered or requeued to that tenant since): bounds that call.
+pub const TAKE_BACK_DEPTH: u64 = 10_000;
 /// A tag's sweep registration: sub -> "<default limit><META_SEPARATOR><lease ms>".
 pub const META: &str = "meta";
 pub const META_SEPARATOR: &str = " ";
@@ -286,6 +289,7 @@ pub const NAMES: &[Name] = &[
     n("ACQUIRE_PAUSE_MS", ACQUIRE_PAUSE_MS, &[]),
     s("WAITING_INDEX", WAITING_INDEX, Lua),
     n("WAITING_SCAN_MAX", WAITING_SCAN_MAX, &[]),
+    n("TAKE_BACK_DEPTH", TAKE_BACK_DEPTH, &[]),
     s("META", META, Everywhere),
     s("META_SEPARATOR", META_SEPARATOR, Literal),
     s("TENANT_TAG", TENANT_TAG, Everywhere),

@@ -691,10 +691,13 @@ end
 -- following as when a job is served: `n` drops by one; a tenant whose list empties leaves the rotation; a
 -- tenant whose oldest job went has its next job's time in heads and, if it was held back on that job's
 -- scope, rejoins the rotation with a wake-up token. Returns true when the job was there.
-local function take_waiting(k, queue, tenant, job)
+-- `depth` (nil: the whole list) bounds how far from the front the job is looked for.
+local function take_waiting(k, queue, tenant, job, depth)
   local list = k.prefix .. tenant
   local head = redis.call('LINDEX', list, 0)
-  if not head or redis.call('LREM', list, 1, job) == 0 then return false end
+  if not head then return false end
+  if depth and not redis.call('LPOS', list, job, 'MAXLEN', depth) then return false end
+  if redis.call('LREM', list, 1, job) == 0 then return false end
   redis.call('HINCRBY', k.state, K_STATE_N, -1)
   local next_job = redis.call('LINDEX', list, 0)
   if not next_job then
@@ -717,7 +720,9 @@ end
 -- waiting go back into its in-flight list as they were (it is still running those jobs, or finished them
 -- and its acknowledgement follows), so it does not fetch them again, and nobody runs them after it
 -- finished them. A job with a concurrency slot holds it again (it runs). A copy already taken by another
--- process runs there too (at least once).
+-- process runs there too (at least once). A copy is looked for among the first K_TAKE_BACK_DEPTH jobs of its
+-- tenant (recovery put it at the front; only as many jobs recovered or requeued to that tenant since go ahead
+-- of it), so a copy already served costs a bounded look, not a pass over the tenant's whole backlog.
 local function ensure_registered(identity, inflight, registry, recovered, weights)
   if redis.call('SISMEMBER', registry, identity) == 1 then return end
   redis.call('SADD', registry, identity)
@@ -726,7 +731,7 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
   if #copies == 0 then return end
   for i = 1, #copies, 2 do
     local queue, tenant, job = parse_entry(copies[i + 1])
-    if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job) then
+    if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job, K_TAKE_BACK_DEPTH) then
       redis.call('RPUSH', inflight, copies[i]) -- at the tail, with the oldest in flight
       local slot = slot_of(job)
       if slot then
