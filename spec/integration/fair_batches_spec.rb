@@ -211,22 +211,28 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(sent.count("fcall")).to eq(4) # stats: 2 + 2 + 1 rows; held: the counts
   end
 
-  it "deletes a tenant's only job while its place is searched SEARCH members per call, the state exact" do
+  it "deletes a tenant's only job, its place read from the members index, or searched SEARCH members per call " \
+     "in a state without it, the state exact" do
     stub_const("Sidekiq::FairTenant::FairBacklog::SEARCH", 2)
     pushed = Array.new(200) { |i| FairJob.perform_async("s#{i}", i) } # past 128 members: ZSCAN goes step by step
     only = ->(tenant) { redis.lindex("#{base}#{names::TENANT_LIST}#{tenant}", 0) }
-    # The tenant ZSCAN meets last in `ready` (its order is the hash table's), so the search takes many steps.
+    # The tenants ZSCAN meets last in `ready` (its order is the hash table's), so a search takes many steps.
     ready = "#{base}#{names::READY}"
     scanned = redis.zscan_each(ready, count: 2).map { |member, _| member[names::ACTIVATION_DIGITS..] }
-    target = (scanned - ["s7"]).last
-    last = only.call(target)
+    indexed, unindexed = (scanned - ["s7"]).last(2)
 
-    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", last, target)).to be(true) }
+    first = only.call(indexed)
+    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", first, indexed)).to be(true) }
+    expect(sent.count("fcall")).to eq(1)
+    redis.hdel("#{base}#{names::MEMBERS}", unindexed) # as an older gem's state
+    last = only.call(unindexed)
+    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", last, unindexed)).to be(true) }
     expect(sent.count("fcall")).to be > 3
     expect(Sidekiq::FairTenant::FairBacklog.delete("fair", only.call("s7"), "nobody")).to be(true) # scanned for
 
-    expect(fair.backlog(redis, "fair")).to eq(198)
-    check_places(pushed, deleted: 2)
-    expect(redis.zscore("#{base}#{names::FIN}", target)).to be_nil # its start tag is not ahead of v
+    expect(fair.backlog(redis, "fair")).to eq(197)
+    check_places(pushed, deleted: 3)
+    [indexed, unindexed].each { |t| expect(redis.zscore("#{base}#{names::FIN}", t)).to be_nil } # tags not ahead of v
+    expect(redis.hlen("#{base}#{names::MEMBERS}")).to eq(197)
   end
 end

@@ -105,6 +105,23 @@ RSpec.describe "Fair calls bounded by work" do
     end
   end
 
+  context "with many tenants of one job each (the members index: a tenant's place without walking the tiers)" do
+    before { push(Array.new(2_000) { |i| job(i, "t#{i}") }) }
+
+    it "answers `why` for a tenant's job and deletes a tenant's only job with no ZSCAN of the tiers" do
+      why = nil
+      ran = commands do
+        why = Sidekiq::FairTenant.why("j1500")
+        Sidekiq::FairTenant::FairBacklog.delete("fair", redis.lindex("#{base}#{names::TENANT_LIST}t7", 0), "t7")
+      end
+
+      expect(why).to include(place: :ready)
+      expect(ran.keys & %w[zscan]).to eq([])
+      expect(ran["fcall"]).to be <= 4 # find the jid (a page of heads), why, delete
+      expect(redis.hlen("#{base}#{names::MEMBERS}")).to eq(1_999)
+    end
+  end
+
   context "with jobs near a megabyte" do
     let(:pad) { "x" * (names::CALL_BYTES * 0.6).to_i }
     let(:pairs) { Array.new(5) { |i| job(i, "t#{i % 2}", pad: pad) } }

@@ -149,6 +149,8 @@ pub const OVER: &str = "over";
 pub const RATED: &str = "rated";
 /// The start tags the tenants of [`RATED`] keep (member -> tag).
 pub const RATED_TAGS: &str = "rated-tags";
+/// Each tenant's member in ready, capped, over or rated (tenant -> member): found without walking the tiers.
+pub const MEMBERS: &str = "members";
 /// Prefix of a tenant's job list.
 pub const TENANT_LIST: &str = "t:";
 /// Fields of the state hash: virtual time, jobs waiting, activations.
@@ -338,6 +340,7 @@ pub const NAMES: &[Name] = &[
     s("OVER", OVER, Everywhere),
     s("RATED", RATED, Everywhere),
     s("RATED_TAGS", RATED_TAGS, Everywhere),
+    s("MEMBERS", MEMBERS, Everywhere),
     s("TENANT_LIST", TENANT_LIST, Everywhere),
     s("STATE_V", STATE_V, Everywhere),
     s("STATE_N", STATE_N, Everywhere),

@@ -46,6 +46,7 @@ module Conservation
       @registry = conn.call("SUNION", REGISTRY, RECOVERING).map(&:b) # registered, or being recovered
       read_keys(conn, keys)
       check_backlogs(conn)
+      check_members(conn)
     end
 
     private
@@ -134,6 +135,21 @@ module Conservation
                  end
         held = values.compact.map(&:b).select { |value| value.match?(JID) || value.match?(GARBAGE) }
         @problems << "job(s) in an unexpected key #{key.inspect} (#{type}): #{held.first.inspect}" unless held.empty?
+      end
+    end
+
+    # The members index names each tenant's member in ready, capped, over and rated, and nothing else.
+    def check_members(conn)
+      names = Sidekiq::FairTenant::Native::Names
+      digits = names::ACTIVATION_DIGITS
+      @bases.each do |base, queue|
+        tiers = [names::READY, names::CAPPED, names::OVER, names::RATED]
+        members = tiers.flat_map { |tier| conn.call("ZRANGE", "#{base}#{tier}", 0, -1).map(&:b) }
+        expected = members.to_h { |member| [member.byteslice(digits..), member] }
+        index = conn.call("HGETALL", "#{base}#{names::MEMBERS}")
+        index = (index.is_a?(Hash) ? index.to_a : index.each_slice(2).to_a).to_h { |t, m| [t.b, m.b] }
+        @problems << "fair queue #{queue}: members index #{index.inspect[0, 200]}, tiers #{expected.inspect[0, 200]}" \
+          unless index == expected
       end
     end
 

@@ -740,6 +740,8 @@ impl<'a> Lockstep<'a> {
             zrange(&mut pipe, format!("{base}{tier}"));
         }
         pipe.cmd("HGETALL").arg(format!("{base}rated-tags"));
+        pipe.cmd("HGETALL")
+            .arg(format!("{base}{}", crate::names::MEMBERS));
         for t in &self.world.tenants {
             pipe.cmd("LRANGE")
                 .arg(format!("{base}t:{t}"))
@@ -773,6 +775,20 @@ impl<'a> Lockstep<'a> {
         let rated_due = zset();
         let mut next = || replies.next().unwrap();
         let tags: BTreeMap<String, f64> = redis::from_redis_value(next()).unwrap();
+        // The members index names every tenant's member in the tiers, and nothing else (common.lua).
+        let members: BTreeMap<String, String> = redis::from_redis_value(next()).unwrap();
+        let expected: BTreeMap<String, String> = ready
+            .iter()
+            .chain(&capped)
+            .chain(&over)
+            .map(|(t, _, seq)| (t.clone(), format!("{seq:016x}{t}")))
+            .chain(
+                rated_due
+                    .iter()
+                    .map(|(m, _)| (m[16..].to_string(), m.clone())),
+            )
+            .collect();
+        assert_eq!(members, expected, "members index");
         let rated = rated_due
             .into_iter()
             .map(|(m, due)| {

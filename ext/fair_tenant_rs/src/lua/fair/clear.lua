@@ -25,6 +25,7 @@ local function drop(tenant)
     deleted = deleted + len
   end
   redis.call('ZREM', k.heads, tenant)
+  redis.call('HDEL', k.members, tenant)
   tenants = tenants + 1
 end
 
@@ -54,7 +55,7 @@ if room() then -- tenants in heads alone (a state left half-made by hand)
   end
 end
 if room() then
-  redis.call('DEL', k.sig, k.rtags)
+  redis.call('DEL', k.sig, k.rtags, k.members)
   redis.call('HSET', k.state, K_STATE_N, 0)
   return { deleted, 0 }
 end

@@ -15,6 +15,9 @@
 --   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
 --   rated  ZSET   tenants out of the rotation until a rate window lets their next job start (score: that
 --                 instant, ms of Redis's clock); member as in ready, start tag kept in rated-tags (HASH)
+--   members HASH  tenant -> its member in ready, capped, over or rated (set at activation, removed when the
+--                 tenant leaves them): delete, why and a process back from a stall find a tenant's place
+--                 without walking the tiers (a ZSCAN of every member)
 --   runtimes HASH  under `time`: tenant -> its recent mean run time (time.lua)
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
@@ -44,7 +47,9 @@ local function activate(k, tenant, queue)
     if f > v then v = f end
   end
   local seq = redis.call('HINCRBY', k.state, K_STATE_SEQ, 1)
-  redis.call('ZADD', k.ready, v, string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq) .. tenant)
+  local member = string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq) .. tenant
+  redis.call('ZADD', k.ready, v, member)
+  redis.call('HSET', k.members, tenant, member)
 end
 
 -- When a job was enqueued, in seconds (Sidekiq 8 writes milliseconds); Redis's time now when unreadable or
@@ -96,7 +101,7 @@ local function fair_keys(base, weights)
   return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
            sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
            rated = base .. K_RATED, rtags = base .. K_RATED_TAGS, prefix = base .. K_TENANT_LIST,
-           runtimes = base .. K_RUNTIMES, weights = weights }
+           runtimes = base .. K_RUNTIMES, members = base .. K_MEMBERS, weights = weights }
 end
 
 -- A queue's key prefix from a template holding K_QUEUE_PLACEHOLDER once.

@@ -6,10 +6,11 @@
 -- starts where its next job would have; a tenant whose oldest job went has its next job's time in heads
 -- and, if it was held back on the deleted job's scope, rejoins the rotation with a wake-up token (its next
 -- job may need no slot, or another one).
--- A tenant's only job (not paused): its member in ready / over / capped is searched at most one ZSCAN step
--- (`search` hint) per tier per call, the caller calling again with the search's place until it is found and
--- the job deleted with it; a tenant found in none of them (moved meanwhile) leaves heads, and serving forgets a
--- member left with an empty list.
+-- A tenant's only job (not paused): its member in ready / over / capped / rated is read from the members
+-- index; in a state without it (an older gem's), searched at most one ZSCAN step (`search` hint) per tier per
+-- call, the caller calling again with the search's place until it is found and the job deleted with it; a
+-- tenant found in none of them (moved meanwhile) leaves heads, and serving forgets a member left with an empty
+-- list.
 -- KEYS  (none)
 -- ARGV  base, queue, job, tenant, cursor ("": only `tenant`'s list), count, search, then, going on with a
 --       search: tier (1 ready, 2 over, 3 capped, 4 rated), ZSCAN cursor
@@ -32,6 +33,7 @@ local function remove_only(tenant, tier, member, tag)
   redis.call('ZREM', k.heads, tenant)
   if not member then return { 1, tenant } end
   redis.call('ZREM', tier, member)
+  redis.call('HDEL', k.members, tenant)
   if tier == k.rated then
     tag = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
@@ -59,7 +61,11 @@ local function search_step(tenant, at, cursor)
 end
 
 local function delete_from(tenant)
-  if only_job(tenant) then return search_step(tenant, 1, '0') end
+  if only_job(tenant) then
+    local member, name, tag = indexed_member(k, tenant)
+    if member then return remove_only(tenant, k[name], member, tag) end
+    return search_step(tenant, 1, '0') -- a state without the index: searched a step a call
+  end
   if take_waiting(k, queue, tenant, job) then return { 1, tenant } end
   return nil
 end

@@ -478,12 +478,14 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   local job = w > 0 and redis.call('LPOP', list) or false
   if w == 0 then
     redis.call('ZREM', tier, member)
+    redis.call('HDEL', k.members, tenant)
     redis.call('SADD', k.paused, tenant)
     redis.call('SADD', K_FAIR_PAUSED_QUEUES_KEY, queue)
     pass_on(k, list, tier ~= k.ready and not known and waiting_entry(k, queue, tier, member))
     return nil
   elseif not job then
     redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
+    redis.call('HDEL', k.members, tenant)
     redis.call('ZREM', k.heads, tenant)
     return nil
   end
@@ -539,6 +541,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   else
     forget_entry()
     redis.call('ZREM', tier, member)
+    redis.call('HDEL', k.members, tenant)
     redis.call('ZREM', k.heads, tenant)
     -- Only here, and at most K_FIN_PRUNE tags a call (many tenants idle at one tag would be one long call): a
     -- tag behind v is harmless (activate takes max(v, tag)), so pruning may lag.
@@ -647,6 +650,32 @@ end
 
 local ACTIVATION = ('?'):rep(K_ACTIVATION_DIGITS) -- no `string` global while a function library loads
 
+local TIER_ORDER = { 'ready', 'capped', 'over', 'rated' }
+
+-- Where `tenant` is in the rotation, read from the members index (each tier checked with one ZSCORE): its
+-- member, the tier (a key of `k`) holding it and its score there, or nil.
+local function indexed_member(k, tenant)
+  local member = redis.call('HGET', k.members, tenant)
+  if not member then return nil end
+  for _, name in ipairs(TIER_ORDER) do
+    local score = redis.call('ZSCORE', k[name], member)
+    if score then return member, name, tonumber(score) end
+  end
+  return nil
+end
+
+-- As indexed_member; a state that lacks the index (written by hand, or by a gem before it) is walked instead.
+local function member_of(k, tenant)
+  local member, name, score = indexed_member(k, tenant)
+  if member then return member, name, score end
+  local pattern = ACTIVATION .. glob_escape(tenant)
+  for _, name in ipairs(TIER_ORDER) do
+    local found, score = find_member(k[name], pattern, function(m) return member_tenant(m) == tenant end)
+    if found then return found, name, score end
+  end
+  return nil
+end
+
 -- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
 -- (capped or over), its member there and start tag, or nil (not held on this scope).
 local function unwait(k, queue, slot, tenant)
@@ -670,16 +699,13 @@ local function leave(k, queue, tenant, last)
   local tier, member, tag
   if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
   if not member then
-    for _, set in ipairs({ k.ready, k.over, k.capped, k.rated }) do
-      member, tag = find_member(set, ACTIVATION .. glob_escape(tenant), function(m) return member_tenant(m) == tenant end)
-      if member then
-        tier = set
-        break
-      end
-    end
+    local name
+    member, name, tag = member_of(k, tenant)
+    tier = name and k[name]
   end
   if not member then return end
   redis.call('ZREM', tier, member)
+  redis.call('HDEL', k.members, tenant)
   if tier == k.rated then
     tag = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)

@@ -23,13 +23,11 @@ local place, rank, member = '', 0, nil
 if w == 0 or redis.call('SISMEMBER', k.paused, tenant) == 1 then -- weight 0: leaves the rotation at its turn
   place = K_PAUSED
 else
-  local pattern = ACTIVATION .. glob_escape(tenant)
-  for _, tier in ipairs({ { K_READY, k.ready }, { K_CAPPED, k.capped }, { K_OVER, k.over }, { K_RATED, k.rated } }) do
-    member = find_member(tier[2], pattern, function(m) return member_tenant(m) == tenant end)
-    if member then
-      place, rank = tier[1], redis.call('ZRANK', tier[2], member)
-      break
-    end
+  local name
+  member, name = member_of(k, tenant)
+  if member then
+    place = ({ ready = K_READY, capped = K_CAPPED, over = K_OVER, rated = K_RATED })[name]
+    rank = redis.call('ZRANK', k[name], member)
   end
 end
 
