@@ -77,6 +77,16 @@ RSpec.describe "Fair calls bounded by work" do
       expect(redis.hlen(index)).to eq(redis.zcard(waiting))
     end
 
+    it "wakes the held tenants of a raised limit at most HAND_OVER_BATCH a call" do
+      ran = commands { Sidekiq::FairTenant.limits.set(10_000, key: "shared") }
+
+      calls = ran.slice("evalsha", "eval", "fcall").values.sum
+      expect(calls).to be >= (held - 1) / names::HAND_OVER_BATCH + 1
+      expect(redis.zcard("#{base}#{names::CAPPED}")).to eq(0)
+      expect(redis.zcard("#{base}#{names::READY}")).to eq(held) # every tenant back in the rotation
+      expect(redis.zcard(waiting)).to eq(0)
+    end
+
     it "deletes a held tenant's oldest job, its waiting entry found through the index: no scan" do
       tenant = "t#{held / 2}"
       oldest = redis.lindex("#{base}#{names::TENANT_LIST}#{tenant}", 0)

@@ -370,10 +370,11 @@ end
 -- over its limit leaves `over` once its scope is under the limit). The first pop comes before the limit is
 -- read: a scope nobody waits on costs one command. `tokens`: true wakes an idle fetcher per tenant brought
 -- back; a table (the fetch script, which serves next) defers them: each is noted there as
--- {k, from, member, tag, known} and `serve` may take its turn at once (see settle). Returns the count.
-local function wake(slot, limit, tokens)
+-- {k, from, member, tag, known} and `serve` may take its turn at once (see settle). `max` (set_limit): at
+-- most that many a call. Returns the count.
+local function wake(slot, limit, tokens, max)
   local free, woken, running = nil, 0, nil
-  while free == nil or woken < free do
+  while (free == nil or woken < free) and not (max and woken >= max) do
     local popped = redis.call('ZPOPMIN', slot.waiting)
     if popped[1] == nil then break end
     if free == nil then

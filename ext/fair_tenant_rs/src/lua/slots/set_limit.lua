@@ -26,7 +26,9 @@ for i = 1, #entries, 2 do
     local default, lease = string.match(entries[i + 1], '^(%S+)' .. K_META_SEPARATOR .. '(%S+)$')
     local n, left = hand_over(slot_keys(base, sub, limits, default, lease), now)
     handed, more = handed + n, math.max(more, left)
-    wake(scope_keys(ARGV[4], sub), effective_limit(limits, sub, default), true) -- fair-queue tenants waiting on it
+    -- Fair-queue tenants waiting on it, as many as the plain queues' hand-over per call (the caller calls again).
+    local woken = wake(scope_keys(ARGV[4], sub), effective_limit(limits, sub, default), true, K_HAND_OVER_BATCH)
+    if woken >= K_HAND_OVER_BATCH then more = 1 end
   end
 end
 return { handed, more }
