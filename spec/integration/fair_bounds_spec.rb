@@ -81,7 +81,7 @@ RSpec.describe "Fair calls bounded by work" do
       ran = commands { Sidekiq::FairTenant.limits.set(10_000, key: "shared") }
 
       calls = ran.slice("evalsha", "eval", "fcall").values.sum
-      expect(calls).to be >= (held - 1) / names::HAND_OVER_BATCH + 1
+      expect(calls).to be >= ((held - 1) / names::HAND_OVER_BATCH) + 1
       expect(redis.zcard("#{base}#{names::CAPPED}")).to eq(0)
       expect(redis.zcard("#{base}#{names::READY}")).to eq(held) # every tenant back in the rotation
       expect(redis.zcard(waiting)).to eq(0)
