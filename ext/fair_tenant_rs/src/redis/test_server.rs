@@ -14,26 +14,60 @@ pub(crate) struct Server {
 }
 
 impl Server {
+    /// Tests run in parallel: a port found free may be taken by another test's server before this one binds it
+    /// (this server then exits, and a connection would reach the other test's Redis). A server is only taken
+    /// once the one answering on its port reports this child's pid; otherwise another port is tried.
     pub(crate) fn start() -> Server {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free port")
-            .port();
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .args(["--appendonly", "no", "--daemonize", "no"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("redis-server on the PATH");
-        Server { child, port }
+        for _ in 0..20 {
+            let port = TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let child = Command::new("redis-server")
+                .args([
+                    "--port",
+                    &port.to_string(),
+                    "--bind",
+                    "127.0.0.1",
+                    "--save",
+                    "",
+                ])
+                .args(["--appendonly", "no", "--daemonize", "no"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("redis-server on the PATH");
+            let mut server = Server { child, port };
+            if server.answers_as_itself() {
+                return server;
+            }
+        }
+        panic!("no redis-server of this test's own started on a free port in 20 tries");
+    }
+
+    /// Waits (up to 10 s) until this server answers on its port: false when it exited, or another process
+    /// answers there.
+    fn answers_as_itself(&mut self) -> bool {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return false; // it could not bind the port
+            }
+            if let Ok(mut con) = client.get_connection() {
+                let info: String = redis::cmd("INFO")
+                    .arg("server")
+                    .query(&mut con)
+                    .unwrap_or_default();
+                let pid = info
+                    .lines()
+                    .find_map(|l| l.strip_prefix("process_id:"))
+                    .and_then(|p| p.trim().parse::<u32>().ok());
+                return pid == Some(self.child.id());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
     }
 
     pub(crate) fn connect(&self) -> Connection {
