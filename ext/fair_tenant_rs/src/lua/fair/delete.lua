@@ -62,8 +62,8 @@ end
 
 local function delete_from(tenant)
   if only_job(tenant) then
-    local member, name, tag = indexed_member(k, tenant)
-    if member then return remove_only(tenant, k[name], member, tag) end
+    local member, tier, tag = indexed_member(k, tenant)
+    if member then return remove_only(tenant, tier, member, tag) end
     return search_step(tenant, 1, '0') -- a state without the index: searched a step a call
   end
   if take_waiting(k, queue, tenant, job) then return { 1, tenant } end

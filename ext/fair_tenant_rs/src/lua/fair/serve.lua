@@ -651,28 +651,31 @@ end
 
 local ACTIVATION = ('?'):rep(K_ACTIVATION_DIGITS) -- no `string` global while a function library loads
 
-local TIER_ORDER = { 'ready', 'capped', 'over', 'rated' }
+-- The places a backlogged tenant that is not paused may be: {suffix, key}, in the order they are looked in.
+local function tiers_of(k)
+  return { { K_READY, k.ready }, { K_CAPPED, k.capped }, { K_OVER, k.over }, { K_RATED, k.rated } }
+end
 
 -- Where `tenant` is in the rotation, read from the members index (each tier checked with one ZSCORE): its
--- member, the tier (a key of `k`) holding it and its score there, or nil.
+-- member, the key of the tier holding it, its score there and the tier's suffix, or nil.
 local function indexed_member(k, tenant)
   local member = redis.call('HGET', k.members, tenant)
   if not member then return nil end
-  for _, name in ipairs(TIER_ORDER) do
-    local score = redis.call('ZSCORE', k[name], member)
-    if score then return member, name, tonumber(score) end
+  for _, tier in ipairs(tiers_of(k)) do
+    local score = redis.call('ZSCORE', tier[2], member)
+    if score then return member, tier[2], tonumber(score), tier[1] end
   end
   return nil
 end
 
 -- As indexed_member; a state that lacks the index (written by hand, or by a gem before it) is walked instead.
 local function member_of(k, tenant)
-  local member, name, score = indexed_member(k, tenant)
-  if member then return member, name, score end
+  local member, key, score, place = indexed_member(k, tenant)
+  if member then return member, key, score, place end
   local pattern = ACTIVATION .. glob_escape(tenant)
-  for _, name in ipairs(TIER_ORDER) do
-    local found, score = find_member(k[name], pattern, function(m) return member_tenant(m) == tenant end)
-    if found then return found, name, score end
+  for _, tier in ipairs(tiers_of(k)) do
+    local found, at = find_member(tier[2], pattern, function(m) return member_tenant(m) == tenant end)
+    if found then return found, tier[2], at, tier[1] end
   end
   return nil
 end
@@ -699,11 +702,7 @@ local function leave(k, queue, tenant, last)
   local slot = slot_of(last)
   local tier, member, tag
   if slot then tier, member, tag = unwait(k, queue, slot, tenant) end
-  if not member then
-    local name
-    member, name, tag = member_of(k, tenant)
-    tier = name and k[name]
-  end
+  if not member then member, tier, tag = member_of(k, tenant) end
   if not member then return end
   redis.call('ZREM', tier, member)
   redis.call('HDEL', k.members, tenant)

@@ -23,12 +23,9 @@ local place, rank, member = '', 0, nil
 if w == 0 or redis.call('SISMEMBER', k.paused, tenant) == 1 then -- weight 0: leaves the rotation at its turn
   place = K_PAUSED
 else
-  local name
-  member, name = member_of(k, tenant)
-  if member then
-    place = ({ ready = K_READY, capped = K_CAPPED, over = K_OVER, rated = K_RATED })[name]
-    rank = redis.call('ZRANK', k[name], member)
-  end
+  local tier, score, found
+  member, tier, score, found = member_of(k, tenant)
+  if member then place, rank = found, redis.call('ZRANK', tier, member) end
 end
 
 local ready = redis.call('ZCARD', k.ready)
