@@ -157,6 +157,77 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
   end
 
+  describe "a clear cut short, finished by a sweep (mode cut)" do
+    let(:clearing) { names::FAIR_CLEARING_KEY }
+
+    def cut_step(record, batch = 3)
+      Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch, "cut", record]) }
+    end
+
+    def tenants_listed
+      prefix = "#{base}#{names::TENANT_LIST}"
+      redis.keys("#{prefix}*").map { |key| key.delete_prefix(prefix) }
+    end
+
+    it "deletes only tenants whose jobs all came before the cut, the state whole after each call" do
+      pushed = fill
+      until redis.zcard("#{base}#{names::CAPPED}").positive? # capped's next job held back on its full scope
+        unit = fetch.retrieve_work
+        next if JSON.parse(unit.job)["class"] == "CappedFairJob"
+
+        unit.acknowledge
+        acked << jid_of(unit.job)
+      end
+      fetch.flush_acks
+      pushed += Array.new(12) { |i| FairJob.perform_async("u#{i % 6}", 300 + i) }
+      deleted = clear_step(3).first # the clear's first call: its caller dies after it
+      record = redis.hget(clearing, "fair")
+      kept = tenants_listed.grep(/\Au\d/).first
+      pushed += [FairJob.perform_async(kept, 500), FairJob.perform_async("late", 501)]
+
+      loop do
+        gone, more = cut_step(record)
+        deleted += gone
+        check_places(pushed, deleted: deleted)
+        break if more.zero?
+      end
+
+      expect(tenants_listed).to match_array([kept, "late"])
+      expect(redis.hexists(clearing, "fair")).to be(false)
+      expect(fair.backlog(redis, "fair")).to eq(redis.llen("#{base}#{names::TENANT_LIST}#{kept}") + 1)
+      expect(redis.keys("*#{names::WAITING}")).to eq([])
+    end
+
+    it "writes nothing for a record a newer clear replaced, and drops a record nobody can read" do
+      fill
+      clear_step(3)
+      old = redis.hget(clearing, "fair")
+      sleep(0.002)
+      clear_step(3) # a newer clear's first call
+      newer = redis.hget(clearing, "fair")
+      waiting = fair.backlog(redis, "fair")
+
+      expect(newer).not_to eq(old)
+      expect(cut_step(old)).to eq([0, 0])
+      expect(redis.hget(clearing, "fair")).to eq(newer)
+      redis.hset(clearing, "fair", "nan 1 0")
+      expect(cut_step("nan 1 0")).to eq([0, 0])
+      expect(redis.hexists(clearing, "fair")).to be(false)
+      expect(fair.backlog(redis, "fair")).to eq(waiting)
+    end
+
+    it "refuses a bad count or mode before any write" do
+      fill
+      waiting = fair.backlog(redis, "fair")
+      [%w[nan begin], %w[0 begin], %w[1.5 begin], %w[inf cut], %w[3 all]].each do |max, mode|
+        expect { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", max, mode]) } }
+          .to raise_error(/ERR clear/)
+      end
+      expect(redis.exists?(clearing)).to be(false)
+      expect(fair.backlog(redis, "fair")).to eq(waiting)
+    end
+  end
+
   it "pushes a bulk push larger than PUSH_BATCH in calls of PUSH_BATCH jobs, every job once" do
     count = (fair::PUSH_BATCH * 2) + 7
     jids = nil

@@ -91,11 +91,13 @@ module Sidekiq
         end
       end
 
-      # Deletes a queue's fair backlog, `batch` tenants per round trip; returns the number of jobs deleted.
+      # Deletes a queue's fair backlog, `batch` tenants per round trip; returns the number of jobs deleted. The
+      # first call records the clear (FAIR_CLEARING_KEY, with its cut: Redis's time), the last one removes the
+      # record: a clear cut short between its calls is finished by a recovery sweep (FairClears.finish).
       def clear(conn, queue, batch: NAMES::CLEAR_BATCH)
         total = 0
-        loop do
-          deleted, more = run(conn, "clear", [], [base(queue), queue.to_s, batch])
+        (0..).each do |call|
+          deleted, more = run(conn, "clear", [], [base(queue), queue.to_s, batch, call.zero? ? "begin" : "next"])
           total += deleted.to_i
           return total if more.to_i.zero?
         end
