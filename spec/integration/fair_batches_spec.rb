@@ -210,8 +210,9 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
       expect(newer).not_to eq(old)
       expect(cut_step(old)).to eq([0, 0])
       expect(redis.hget(clearing, "fair")).to eq(newer)
-      redis.hset(clearing, "fair", "nan 1 0")
-      expect(cut_step("nan 1 0")).to eq([0, 0])
+      unreadable = "nan #{"0" * names::ACTIVATION_DIGITS} 1 0"
+      redis.hset(clearing, "fair", unreadable)
+      expect(cut_step(unreadable)).to eq([0, 0])
       expect(redis.hexists(clearing, "fair")).to be(false)
       expect(fair.backlog(redis, "fair")).to eq(waiting)
     end

@@ -266,6 +266,21 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
       expect(run_all("runner:2:a")).to include(*late).and(have_attributes(size: 5))
       expect(queue.size).to eq(0)
     end
+
+    it "keeps a job that was in flight when the clear began and was requeued after its cut" do
+      FairJob.perform_async("busy", 0)
+      fetch = fetcher("busy:1:a")
+      unit = fetch.retrieve_work # in flight: the tenant's list is empty, it leaves the rotation
+      backlog_jobs(3, %w[t0 t1 t2])
+      killed = Class.new(Exception) # rubocop:disable Lint/InheritException -- SIGKILL: nothing rescues it
+      clear_cut_after(1) { raise killed }
+      expect { queue.clear }.to raise_error(killed)
+      fetch.bulk_requeue([unit]) # the process stops: back to the front of its tenant, enqueued before the cut
+
+      expect(finishing_sweep).to include(cleared: 3)
+      expect(queue.size).to eq(1) # activated after the cut: every job of its list came after the clear began
+      expect(run_all("runner:3:a")).to eq([JSON.parse(unit.job)["jid"]])
+    end
   end
 
   describe "fair-off" do

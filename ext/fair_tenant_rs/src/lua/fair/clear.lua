@@ -5,16 +5,18 @@
 -- with its tenant or kept. A list is UNLINKed (freed outside the script). Jobs in flight are not touched (their
 -- slots are given back with their acknowledgements). The caller calls again until done.
 --
--- A clear is recorded in K_FAIR_CLEARING_KEY (queue -> its cut: Redis's time at its first call) by its first
--- call, before anything is deleted; the call that finds nothing left removes the record. A clear cut short
--- (its caller killed, a call refused) keeps its record, and a recovery sweep finishes it in mode `cut`: a
--- tenant is deleted whole only when the last job of its list (pushes append there) was enqueued at or before
--- the cut; any other tenant is kept whole, jobs enqueued by the cut included. Kept is the safe side: a job the
--- user did not ask to delete (pushed after the clear began) is never deleted, and a job the clear would have
--- deleted may run instead. The walk goes through ready, capped, over, rated (by rank), then paused (SSCAN),
--- its cursor kept in the record ("<cut> <step> <offset>"); kept tenants are stepped over, so the walk ends.
--- A tenant in heads alone (a state half-made by hand) is kept. A cut-mode call whose record is gone or holds
--- another cut (a newer clear began: it covers this one) writes nothing and ends the walk.
+-- A clear is recorded in K_FAIR_CLEARING_KEY (queue -> "<cut> <activations> <step> <offset>": Redis's time
+-- and the state's activations counter at its first call, then a finishing sweep's cursor) by its first call,
+-- before anything is deleted; the call that finds nothing left removes the record. A clear cut short (its caller
+-- killed, a call refused) keeps its record, and a recovery sweep finishes it in mode `cut`: a tenant is deleted
+-- whole only when it was activated by the cut (its member's prefix) and the last job of its list (pushes
+-- append there) was enqueued at or before the cut (a paused tenant: the time alone); any other tenant is kept
+-- whole, its jobs from before the cut included. Kept is the safe side: a job pushed after the clear began is
+-- never deleted, and a job the clear would have deleted may run instead. The walk goes through ready, capped,
+-- over, rated (by rank), then paused (SSCAN); kept tenants are stepped over, so the walk ends. A tenant in heads
+-- alone (a state half-made by hand) is kept. A cut-mode call whose record is gone or holds another cut (a newer
+-- clear began: it covers this one) writes nothing and ends the walk; a record it cannot read is removed. The
+-- counter of waiting jobs and the wake-up tokens are left as they are (kept tenants may wait).
 -- KEYS  (none)
 -- ARGV  base, queue, max (tenants, an integer from 1), mode: 'begin' (a clear's first call: records it; the
 --       default), 'next' (its later calls) or 'cut' (a sweep), then for 'cut' the record as the sweep read it
@@ -31,15 +33,16 @@ local function room()
   return tenants < max and read < K_CALL_BYTES
 end
 
--- The cut and cursor a record holds: the cut as written (compared as text), the step (1 to #steps + 1) and
--- the offset (a rank, or an SSCAN cursor kept as text: it may pass 2^53); nil for a cut that is not a finite
--- number (a record written by hand). A cursor that cannot be read starts the walk again.
+-- A record: "<cut> <activations> <step> <offset>". The cut as written (compared as text); the activations
+-- counter at the cut, as a member's prefix; the step (1 to #steps + 1) and the offset (a rank, or an SSCAN
+-- cursor kept as text: it may pass 2^53). nil for a cut that is not a finite number or activations that are
+-- not a member's prefix (a record written by hand). A cursor that cannot be read starts the walk again.
 local function parse_record(record)
-  local cut, step, offset = string.match(record or '', '^(%S+) ?(%S*) ?(%S*)$')
-  if not finite(cut, 0) then return nil end
+  local cut, seq, step, offset = string.match(record or '', '^(%S+) (%x+) ?(%S*) ?(%S*)$')
+  if not finite(cut, 0) or #seq ~= K_ACTIVATION_DIGITS then return nil end
   step = finite(step, 1, #steps + 1)
-  if not step or step % 1 ~= 0 or not string.match(offset, '^%d+$') then return cut, 1, '0' end
-  return cut, step, offset
+  if not step or step % 1 ~= 0 or not string.match(offset, '^%d+$') then return cut, seq, 1, '0' end
+  return cut, seq, step, offset
 end
 
 local function drop(tenant)
@@ -70,7 +73,8 @@ local function drop_member(tier, member)
 end
 
 -- Cut mode: whether a tenant's list holds only jobs enqueued at or before `cut` (its last job is the newest;
--- an unreadable time counts as now: kept). An empty list holds nothing to keep.
+-- an unreadable time counts as now: kept). An empty list holds nothing to keep. The enqueue time is the pushing
+-- client's clock, the cut Redis's: see RELIABILITY.md.
 local function before_cut(tenant, cut)
   local last = redis.call('LINDEX', k.prefix .. tenant, -1)
   if not last then return true end
@@ -82,7 +86,7 @@ end
 -- An SSCAN may return more than asked (a small set comes whole): when the call runs out of room within it, the
 -- same cursor is scanned again if this call deleted a tenant from it (the rest is met then), else the rest is
 -- passed over (kept), so every call deletes a tenant or moves on.
-local function cut_step(tier, cut, offset)
+local function cut_step(tier, cut, seq, offset)
   if tier == k.paused then
     local reply = redis.call('SSCAN', tier, offset, 'COUNT', max - tenants)
     local dropped = 0
@@ -106,7 +110,8 @@ local function cut_step(tier, cut, offset)
   local members = redis.call('ZRANGE', tier, rank, rank + want - 1)
   for _, member in ipairs(members) do
     if not room() then return rank, false end
-    if before_cut(member_tenant(member), cut) then
+    -- activated after the cut: its list was empty since, so every job in it came after the clear began
+    if member:sub(1, K_ACTIVATION_DIGITS) <= seq and before_cut(member_tenant(member), cut) then
       drop_member(tier, member)
     else
       rank, tenants = rank + 1, tenants + 1
@@ -117,7 +122,7 @@ end
 
 if mode == 'cut' then
   local stored = redis.call('HGET', K_FAIR_CLEARING_KEY, queue)
-  local cut, step, offset = parse_record(stored)
+  local cut, seq, step, offset = parse_record(stored)
   local wanted = parse_record(ARGV[5])
   if not cut then -- gone, or unreadable (nothing is deleted by a record nobody can read)
     if stored then redis.call('HDEL', K_FAIR_CLEARING_KEY, queue) end
@@ -127,20 +132,22 @@ if mode == 'cut' then
   local at = tonumber(cut)
   while room() and step <= #steps do
     local done
-    offset, done = cut_step(steps[step], at, offset)
+    offset, done = cut_step(steps[step], at, seq, offset)
     if done then step, offset = step + 1, '0' end
   end
   if step > #steps then -- the counter and the wake-up tokens stay: kept tenants may still wait
     redis.call('HDEL', K_FAIR_CLEARING_KEY, queue)
     return { deleted, 0 }
   end
-  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, cut .. ' ' .. step .. ' ' .. offset)
+  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, table.concat({ cut, seq, step, offset }, ' '))
   return { deleted, 1 }
 end
 
 if mode == 'begin' then
   local now = redis.call('TIME')
-  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, now[1] .. '.' .. string.format('%06d', tonumber(now[2])))
+  local seq = finite(redis.call('HGET', k.state, K_STATE_SEQ), 0) or 0
+  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, now[1] .. '.' .. string.format('%06d', tonumber(now[2])) .. ' ' ..
+    string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq))
 end
 for _, tier in ipairs({ k.ready, k.capped, k.over, k.rated }) do
   if not room() then break end
