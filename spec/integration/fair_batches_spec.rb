@@ -210,18 +210,31 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
       expect(newer).not_to eq(old)
       expect(cut_step(old)).to eq([0, 0])
       expect(redis.hget(clearing, "fair")).to eq(newer)
-      unreadable = "nan #{"0" * names::ACTIVATION_DIGITS} 1 0"
+      unreadable = "nan #{"0" * names::ACTIVATION_DIGITS} - 1 0"
       redis.hset(clearing, "fair", unreadable)
       expect(cut_step(unreadable)).to eq([0, 0])
       expect(redis.hexists(clearing, "fair")).to be(false)
       expect(fair.backlog(redis, "fair")).to eq(waiting)
     end
 
+    it "keeps the cut when a clear's first call is sent again (a lost reply); another clear's replaces it" do
+      fill
+      begin_call = ->(id) { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", 3, "begin", id]) } }
+      begin_call.call("clear1")
+      first = redis.hget(clearing, "fair")
+      sleep(0.002)
+      begin_call.call("clear1")
+      expect(redis.hget(clearing, "fair")).to eq(first)
+      begin_call.call("clear2")
+      expect(redis.hget(clearing, "fair")).not_to eq(first)
+      expect(redis.hget(clearing, "fair")).to end_with(" clear2")
+    end
+
     it "refuses a bad count or mode before any write" do
       fill
       waiting = fair.backlog(redis, "fair")
-      [%w[nan begin], %w[0 begin], %w[1.5 begin], %w[inf cut], %w[3 all]].each do |max, mode|
-        expect { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", max, mode]) } }
+      [%w[nan begin], %w[0 begin], %w[1.5 begin], %w[inf cut], %w[3 all], ["3", "begin", "a b"]].each do |args|
+        expect { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", *args]) } }
           .to raise_error(/ERR clear/)
       end
       expect(redis.exists?(clearing)).to be(false)

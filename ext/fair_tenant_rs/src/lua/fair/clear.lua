@@ -5,9 +5,10 @@
 -- with its tenant or kept. A list is UNLINKed (freed outside the script). Jobs in flight are not touched (their
 -- slots are given back with their acknowledgements). The caller calls again until done.
 --
--- A clear is recorded in K_FAIR_CLEARING_KEY (queue -> "<cut> <activations> <step> <offset>": Redis's time
--- and the state's activations counter at its first call, then a finishing sweep's cursor) by its first call,
--- before anything is deleted; the call that finds nothing left removes the record. A clear cut short (its caller
+-- A clear is recorded in K_FAIR_CLEARING_KEY (queue -> "<cut> <activations> <clear> <step> <offset>": Redis's
+-- time and the state's activations counter at its first call, the caller's id for the clear, then a finishing
+-- sweep's cursor) by its first call, before anything is deleted (a newer clear's first call replaces it: it
+-- covers the older); the call that finds nothing left removes the record. A clear cut short (its caller
 -- killed, a call refused) keeps its record, and a recovery sweep finishes it in mode `cut`: a tenant is deleted
 -- whole only when it was activated by the cut (its member's prefix) and the last job of its list (pushes
 -- append there) was enqueued at or before the cut (a paused tenant: the time alone); any other tenant is kept
@@ -19,12 +20,15 @@
 -- counter of waiting jobs and the wake-up tokens are left as they are (kept tenants may wait).
 -- KEYS  (none)
 -- ARGV  base, queue, max (tenants, an integer from 1), mode: 'begin' (a clear's first call: records it; the
---       default), 'next' (its later calls) or 'cut' (a sweep), then for 'cut' the record as the sweep read it
+--       default), 'next' (its later calls) or 'cut' (a sweep), then for 'begin' the clear's id (letters, digits,
+--       '_' and '-'; none: '-', each first call records anew), for 'cut' the record as the sweep read it
 -- Returns {jobs deleted, 1 when more may be left else 0}.
 local k = fair_keys(ARGV[1], '')
 local queue, max, mode = ARGV[2], finite(ARGV[3], 1, 1e9), ARGV[4] or 'begin'
-if not max or max % 1 ~= 0 or (mode ~= 'begin' and mode ~= 'next' and mode ~= 'cut') then
-  return redis.error_reply("ERR clear: max must be an integer from 1, mode 'begin', 'next' or 'cut'")
+local id = mode == 'begin' and ARGV[5] or '-' -- a clear without an id: every first call records anew
+if not max or max % 1 ~= 0 or (mode ~= 'begin' and mode ~= 'next' and mode ~= 'cut')
+    or not string.match(id, '^[%w_-]+$') then
+  return redis.error_reply("ERR clear: max must be an integer from 1, mode 'begin', 'next' or 'cut', an id a word")
 end
 local deleted, tenants, read = 0, 0, 0
 local steps = { k.ready, k.capped, k.over, k.rated, k.paused }
@@ -33,16 +37,17 @@ local function room()
   return tenants < max and read < K_CALL_BYTES
 end
 
--- A record: "<cut> <activations> <step> <offset>". The cut as written (compared as text); the activations
--- counter at the cut, as a member's prefix; the step (1 to #steps + 1) and the offset (a rank, or an SSCAN
--- cursor kept as text: it may pass 2^53). nil for a cut that is not a finite number or activations that are
--- not a member's prefix (a record written by hand). A cursor that cannot be read starts the walk again.
+-- A record: "<cut> <activations> <clear> <step> <offset>". The cut as written (compared as text); the
+-- activations counter at the cut, as a member's prefix; the id its caller gave the clear; the step (1 to
+-- #steps + 1) and the offset (a rank, or an SSCAN cursor kept as text: it may pass 2^53). nil for a cut that is
+-- not a finite number or activations that are not a member's prefix (a record written by hand). A cursor that
+-- cannot be read starts the walk again.
 local function parse_record(record)
-  local cut, seq, step, offset = string.match(record or '', '^(%S+) (%x+) ?(%S*) ?(%S*)$')
+  local cut, seq, id, step, offset = string.match(record or '', '^(%S+) (%x+) (%S+) ?(%S*) ?(%S*)$')
   if not finite(cut, 0) or #seq ~= K_ACTIVATION_DIGITS then return nil end
   step = finite(step, 1, #steps + 1)
-  if not step or step % 1 ~= 0 or not string.match(offset, '^%d+$') then return cut, seq, 1, '0' end
-  return cut, seq, step, offset
+  if not step or step % 1 ~= 0 or not string.match(offset, '^%d+$') then return cut, seq, id, 1, '0' end
+  return cut, seq, id, step, offset
 end
 
 local function drop(tenant)
@@ -122,7 +127,7 @@ end
 
 if mode == 'cut' then
   local stored = redis.call('HGET', K_FAIR_CLEARING_KEY, queue)
-  local cut, seq, step, offset = parse_record(stored)
+  local cut, seq, id, step, offset = parse_record(stored)
   local wanted = parse_record(ARGV[5])
   if not cut then -- gone, or unreadable (nothing is deleted by a record nobody can read)
     if stored then redis.call('HDEL', K_FAIR_CLEARING_KEY, queue) end
@@ -139,15 +144,20 @@ if mode == 'cut' then
     redis.call('HDEL', K_FAIR_CLEARING_KEY, queue)
     return { deleted, 0 }
   end
-  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, table.concat({ cut, seq, step, offset }, ' '))
+  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, table.concat({ cut, seq, id, step, offset }, ' '))
   return { deleted, 1 }
 end
 
-if mode == 'begin' then
+-- The first call records the clear, unless the record is its own already: the same call sent again after a lost
+-- reply keeps the cut it wrote (a later cut would let a finishing sweep delete what was pushed in between).
+local function recorded_by(clear) -- whether the queue's record is this clear's
+  return clear ~= '-' and select(3, parse_record(redis.call('HGET', K_FAIR_CLEARING_KEY, queue))) == clear
+end
+if mode == 'begin' and not recorded_by(id) then
   local now = redis.call('TIME')
   local seq = finite(redis.call('HGET', k.state, K_STATE_SEQ), 0) or 0
-  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, now[1] .. '.' .. string.format('%06d', tonumber(now[2])) .. ' ' ..
-    string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq))
+  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, table.concat({ now[1] .. '.' .. string.format('%06d', tonumber(now[2])),
+    string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq), id }, ' '))
 end
 for _, tier in ipairs({ k.ready, k.capped, k.over, k.rated }) do
   if not room() then break end
