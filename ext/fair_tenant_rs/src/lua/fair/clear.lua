@@ -38,10 +38,10 @@ local function room()
 end
 
 -- A record: "<cut> <activations> <clear> <step> <offset>". The cut as written (compared as text); the
--- activations counter at the cut, as a member's prefix; the id its caller gave the clear; the step (1 to
--- #steps + 1) and the offset (a rank, or an SSCAN cursor kept as text: it may pass 2^53). nil for a cut that is
--- not a finite number or activations that are not a member's prefix (a record written by hand). A cursor that
--- cannot be read starts the walk again.
+-- activations counter at the cut, as a member's prefix (a tenant whose member is past it entered the rotation
+-- after the cut); the id its caller gave the clear; the step (1 to #steps + 1) and the offset (a rank, or an
+-- SSCAN cursor kept as text: it may pass 2^53). nil for a cut that is not a finite number or activations that
+-- are not a member's prefix (a record written by hand). A cursor that cannot be read starts the walk again.
 local function parse_record(record)
   local cut, seq, id, step, offset = string.match(record or '', '^(%S+) (%x+) (%S+) ?(%S*) ?(%S*)$')
   if not finite(cut, 0) or #seq ~= K_ACTIVATION_DIGITS then return nil end
@@ -155,9 +155,10 @@ local function recorded_by(clear) -- whether the queue's record is this clear's
 end
 if mode == 'begin' and not recorded_by(id) then
   local now = redis.call('TIME')
+  local cut = now[1] .. '.' .. string.format('%06d', tonumber(now[2]))
   local seq = finite(redis.call('HGET', k.state, K_STATE_SEQ), 0) or 0
-  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, table.concat({ now[1] .. '.' .. string.format('%06d', tonumber(now[2])),
-    string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq), id }, ' '))
+  seq = string.format('%0' .. K_ACTIVATION_DIGITS .. 'x', seq)
+  redis.call('HSET', K_FAIR_CLEARING_KEY, queue, table.concat({ cut, seq, id }, ' '))
 end
 for _, tier in ipairs({ k.ready, k.capped, k.over, k.rated }) do
   if not room() then break end
