@@ -198,6 +198,21 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
       expect(redis.keys("*#{names::WAITING}")).to eq([])
     end
 
+    it "deletes a tenant whose last job was enqueued by the cut (s or ms), keeps one with a later or unreadable time" do
+      cut = 1_700_000_000
+      job = ->(time, jid) { %({"enqueued_at":#{time},"jid":"#{jid}","class":"FairJob","queue":"fair","args":[]}) }
+      pairs = [["at", job.call("#{cut}.0", "a")], ["after", job.call("#{cut}.5", "b")],
+               ["ms", job.call((cut * 1000) - 1, "c")], ["unreadable", job.call('"soon"', "d")],
+               ["mixed", job.call(cut - 60, "e1")], ["mixed", job.call(cut + 1, "e2")]]
+      Sidekiq.redis { |conn| fair.push(conn, "fair", pairs, cut - 100) }
+      record = "#{cut}.000000 #{"f" * names::ACTIVATION_DIGITS} x"
+      redis.hset(clearing, "fair", record)
+
+      expect(cut_step(record, 200)).to eq([2, 0])
+      expect(tenants_listed).to match_array(%w[after unreadable mixed])
+      expect(fair.backlog(redis, "fair")).to eq(4)
+    end
+
     it "writes nothing for a record a newer clear replaced, and drops a record nobody can read" do
       fill
       clear_step(3)
