@@ -267,6 +267,20 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
       expect(queue.size).to eq(0)
     end
 
+    it "recovers dead processes at a sweep whose finishing of a clear fails (a write refused)" do
+      dead_process("dead:8:a", 3)
+      backlog_jobs(1, %w[t0 t1 t2])
+      clear_cut_after(1) { redis.config(:set, "min-replicas-to-write", "1") }
+      expect { queue.clear }.to raise_error(/NOREPLICAS/)
+      redis.config(:set, "min-replicas-to-write", "0")
+      allow(Sidekiq::FairTenant::FairClears).to receive(:finish).and_raise(RuntimeError, "NOREPLICAS")
+
+      result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:8:a") }
+
+      expect(result).to include(cleared: 0, recovered: 3)
+      expect(redis.hexists(clearing, "fair")).to be(true) # the next sweep finishes it
+    end
+
     it "keeps a job that was in flight when the clear began and was requeued after its cut" do
       FairJob.perform_async("busy", 0)
       fetch = fetcher("busy:1:a")
