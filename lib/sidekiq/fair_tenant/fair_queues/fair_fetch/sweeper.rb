@@ -58,8 +58,8 @@ module Sidekiq
             thread.join(JOIN) if thread && thread != Thread.current
           end
 
-          # One try: the fleet's sweep if this process takes the lease (Recovery.sweep's result), else nil.
-          # Public for specs and `bin/bench`.
+          # One try: if this process takes the lease, the clears cut short finished, then the fleet's sweep
+          # (Recovery.sweep's result, with the jobs :cleared and :drained), else nil. Public for specs and `bin/bench`.
           def turn(conn, identity)
             return unless conn.call("SET", LEASE, identity, "NX", "PX", LEASE_MS)
 
