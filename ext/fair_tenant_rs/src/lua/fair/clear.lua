@@ -112,8 +112,8 @@ local function cut_step(tier, cut, seq, offset)
   end
   local want = max - tenants
   local rank = tonumber(offset)
-  local members = redis.call('ZRANGE', tier, rank, rank + want - 1)
-  for _, member in ipairs(members) do
+  local listed = redis.call('ZRANGE', tier, rank, rank + want - 1)
+  for _, member in ipairs(listed) do
     if not room() then return rank, false end
     -- activated after the cut: its list was empty since, so every job in it came after the clear began
     if member:sub(1, K_ACTIVATION_DIGITS) <= seq and before_cut(member_tenant(member), cut) then
@@ -122,7 +122,7 @@ local function cut_step(tier, cut, seq, offset)
       rank, tenants = rank + 1, tenants + 1
     end
   end
-  return rank, #members < want
+  return rank, #listed < want
 end
 
 if mode == 'cut' then

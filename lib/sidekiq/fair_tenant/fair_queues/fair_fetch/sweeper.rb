@@ -59,7 +59,8 @@ module Sidekiq
           end
 
           # One try: if this process takes the lease, the clears cut short finished, then the fleet's sweep
-          # (Recovery.sweep's result, with the jobs :cleared and :drained), else nil. Public for specs and `bin/bench`.
+          # (Recovery.sweep's result, with :cleared, :drained and :rechecked), else nil. Public for specs and
+          # `bin/bench`.
           def turn(conn, identity)
             return unless conn.call("SET", LEASE, identity, "NX", "PX", LEASE_MS)
 
