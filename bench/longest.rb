@@ -42,11 +42,17 @@ module LongestBench
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
-  # The backlog filled anew, then cleared.
+  # The backlog filled anew, then cleared; filled again, a clear cut short after its first call (one tenant)
+  # and finished by a sweep (every tenant's last job read against the cut).
   def clear
     redis.flushdb
     FairBench.fill(QUEUE, TENANTS, JOBS)
-    { "clear (Queue#clear)" => longest { Sidekiq.redis { |conn| FairQueues.clear(conn, QUEUE) } } }
+    results = { "clear (Queue#clear)" => longest { Sidekiq.redis { |conn| FairQueues.clear(conn, QUEUE) } } }
+    redis.flushdb
+    FairBench.fill(QUEUE, TENANTS, JOBS)
+    Sidekiq.redis { |conn| FairQueues.run(conn, "clear", [], [FairQueues.base(QUEUE), QUEUE, 1, "begin", "cut"]) }
+    results.merge("a clear cut short, finished by a sweep" =>
+                    longest { Sidekiq.redis { |conn| Sidekiq::FairTenant::FairClears.finish(conn) } })
   ensure
     redis.flushdb
   end

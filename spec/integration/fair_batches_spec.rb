@@ -22,9 +22,15 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
     Sidekiq::FairTenant.weights.set(0, tenant: "paused")
+    # Sweeps only where the example calls them: the sweeper thread its fetcher starts would finish a clear the
+    # example leaves half done.
+    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
   end
 
-  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+  after do
+    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
 
   def jid_of(job) = JSON.parse(job)["jid"]
 
@@ -157,6 +163,106 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     expect(redis.keys("#{base}#{names::TENANT_LIST}*")).to eq([])
   end
 
+  describe "a clear cut short, finished by a sweep (mode cut)" do
+    let(:clearing) { names::FAIR_CLEARING_KEY }
+
+    def cut_step(record, batch = 3)
+      Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch, "cut", record]) }
+    end
+
+    def tenants_listed
+      prefix = "#{base}#{names::TENANT_LIST}"
+      redis.keys("#{prefix}*").map { |key| key.delete_prefix(prefix) }
+    end
+
+    it "deletes only tenants whose jobs all came before the cut, the state whole after each call" do
+      pushed = fill
+      until redis.zcard("#{base}#{names::CAPPED}").positive? # capped's next job held back on its full scope
+        unit = fetch.retrieve_work
+        next if JSON.parse(unit.job)["class"] == "CappedFairJob"
+
+        unit.acknowledge
+        acked << jid_of(unit.job)
+      end
+      fetch.flush_acks
+      pushed += Array.new(12) { |i| FairJob.perform_async("u#{i % 6}", 300 + i) }
+      deleted = clear_step(3).first # the clear's first call: its caller dies after it
+      record = redis.hget(clearing, "fair")
+      kept = tenants_listed.grep(/\Au\d/).first
+      pushed += [FairJob.perform_async(kept, 500), FairJob.perform_async("late", 501)]
+
+      loop do
+        gone, more = cut_step(record)
+        deleted += gone
+        check_places(pushed, deleted: deleted)
+        break if more.zero?
+      end
+
+      expect(tenants_listed).to match_array([kept, "late"])
+      expect(redis.hexists(clearing, "fair")).to be(false)
+      expect(fair.backlog(redis, "fair")).to eq(redis.llen("#{base}#{names::TENANT_LIST}#{kept}") + 1)
+      expect(redis.keys("*#{names::WAITING}")).to eq([])
+    end
+
+    it "deletes a tenant whose last job was enqueued by the cut (s or ms), keeps one with a later or unreadable time" do
+      cut = 1_700_000_000
+      job = ->(time, jid) { %({"enqueued_at":#{time},"jid":"#{jid}","class":"FairJob","queue":"fair","args":[]}) }
+      pairs = [["at", job.call("#{cut}.0", "a")], ["after", job.call("#{cut}.5", "b")],
+               ["ms", job.call((cut * 1000) - 1, "c")], ["unreadable", job.call('"soon"', "d")],
+               ["mixed", job.call(cut - 60, "e1")], ["mixed", job.call(cut + 1, "e2")]]
+      Sidekiq.redis { |conn| fair.push(conn, "fair", pairs, cut - 100) }
+      record = "#{cut}.000000 #{"f" * names::ACTIVATION_DIGITS} x"
+      redis.hset(clearing, "fair", record)
+
+      expect(cut_step(record, 200)).to eq([2, 0])
+      expect(tenants_listed).to match_array(%w[after unreadable mixed])
+      expect(fair.backlog(redis, "fair")).to eq(4)
+    end
+
+    it "writes nothing for a record a newer clear replaced, and drops a record nobody can read" do
+      fill
+      clear_step(3)
+      old = redis.hget(clearing, "fair")
+      sleep(0.002)
+      clear_step(3) # a newer clear's first call
+      newer = redis.hget(clearing, "fair")
+      waiting = fair.backlog(redis, "fair")
+
+      expect(newer).not_to eq(old)
+      expect(cut_step(old)).to eq([0, 0])
+      expect(redis.hget(clearing, "fair")).to eq(newer)
+      unreadable = "nan #{"0" * names::ACTIVATION_DIGITS} - 1 0"
+      redis.hset(clearing, "fair", unreadable)
+      expect(cut_step(unreadable)).to eq([0, 0])
+      expect(redis.hexists(clearing, "fair")).to be(false)
+      expect(fair.backlog(redis, "fair")).to eq(waiting)
+    end
+
+    it "keeps the cut when a clear's first call is sent again (a lost reply); another clear's replaces it" do
+      fill
+      begin_call = ->(id) { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", 3, "begin", id]) } }
+      begin_call.call("clear1")
+      first = redis.hget(clearing, "fair")
+      sleep(0.002)
+      begin_call.call("clear1")
+      expect(redis.hget(clearing, "fair")).to eq(first)
+      begin_call.call("clear2")
+      expect(redis.hget(clearing, "fair")).not_to eq(first)
+      expect(redis.hget(clearing, "fair")).to end_with(" clear2")
+    end
+
+    it "refuses a bad count or mode before any write" do
+      fill
+      waiting = fair.backlog(redis, "fair")
+      [%w[nan begin], %w[0 begin], %w[1.5 begin], %w[inf cut], %w[3 all], ["3", "begin", "a b"]].each do |args|
+        expect { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", *args]) } }
+          .to raise_error(/ERR clear/)
+      end
+      expect(redis.exists?(clearing)).to be(false)
+      expect(fair.backlog(redis, "fair")).to eq(waiting)
+    end
+  end
+
   it "pushes a bulk push larger than PUSH_BATCH in calls of PUSH_BATCH jobs, every job once" do
     count = (fair::PUSH_BATCH * 2) + 7
     jids = nil
@@ -172,7 +278,6 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
   it "recovers a dead process's in-flight jobs in calls of 3 to the end, each job back once" do
     recovery = Sidekiq::FairTenant::FairFetch::Recovery
     stub_const("#{recovery}::ENTRIES", 3)
-    recovery::PACE.never!
     pushed = Array.new(10) { |i| FairJob.perform_async("t#{i % 3}", i) }
     dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap { Sidekiq::FairTenant::Slots.stop }
     8.times { dead.retrieve_work }

@@ -2,6 +2,7 @@
 
 require "spec_helper"
 require_relative "../support/conservation/run"
+require_relative "../support/fair_app"
 
 # Multi-call flows cut short after any call (the calling process SIGKILLed, the next call refused): a later sweep
 # by any process finishes them, and every non-empty in-flight list belongs to a process that is registered or
@@ -166,6 +167,134 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     expect(sizes.size).to eq(2) # 4 + 4 entries of about 300 KB (the fourth passes 1 MB)
     expect(sizes.max).to be < Sidekiq::FairTenant::Native::Names::RECOVER_BYTES + 310_000
     expect(waiting).to eq(8)
+  end
+
+  describe "Queue#clear" do
+    let(:clearing) { Sidekiq::FairTenant::Native::Names::FAIR_CLEARING_KEY }
+    let(:lists) { "#{fair.base("fair")}#{Sidekiq::FairTenant::Native::Names::TENANT_LIST}" }
+    let(:queue) { Sidekiq::Queue.new("fair") }
+
+    before do
+      stub_const("Sidekiq::FairTenant::Native::Names::CLEAR_BATCH", 2) # 2 tenants a call
+      Sidekiq::FairTenant.weights.set(0, tenant: "paused")
+    end
+
+    def backlog_jobs(count_per_tenant, tenants)
+      tenants.flat_map { |tenant| Array.new(count_per_tenant) { |i| FairJob.perform_async(tenant, i) } }
+    end
+
+    # Every clear call after the first `calls` does `fault` instead.
+    def clear_cut_after(calls, &fault)
+      done = 0
+      allow(fair).to receive(:run).and_wrap_original do |original, conn, name, *args|
+        if name == "clear"
+          fault.call if done == calls
+          done += 1
+        end
+        original.call(conn, name, *args)
+      end
+    end
+
+    def finishing_sweep
+      RSpec::Mocks.space.proxy_for(fair).reset
+      Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:9:a") }
+    end
+
+    # Fetches and runs (in this process) every job there is to fetch; the jids run.
+    def run_all(identity)
+      fetch = fetcher(identity)
+      ran = []
+      while (unit = fetch.retrieve_work)
+        payload = JSON.parse(unit.job)
+        Object.const_get(payload["class"]).new.tap { |job| job.jid = payload["jid"] }.perform(*payload["args"])
+        unit.acknowledge
+        ran << payload["jid"]
+      end
+      fetch.flush_acks
+      ran
+    end
+
+    it "records the clear while it runs and removes the record at its end" do
+      backlog_jobs(2, %w[t0 t1 t2 paused])
+      seen = []
+      allow(fair).to receive(:run).and_wrap_original do |original, conn, name, *args|
+        seen << redis.hget(clearing, "fair") if name == "clear"
+        original.call(conn, name, *args)
+      end
+
+      queue.clear
+
+      expect(seen.size).to eq(3) # 2 + 2 tenants, then the call that finds nothing left
+      expect(seen.first).to be_nil
+      expect(seen.drop(1).uniq.size).to eq(1) # the first call's cut, kept by the later calls
+      expect(redis.exists?(clearing)).to be(false)
+      expect(queue.size).to eq(0)
+    end
+
+    it "is finished by a recovery sweep when its caller died after the first call: every job it was asked to delete" do
+      backlog_jobs(3, %w[t0 t1 t2 t3 paused])
+      killed = Class.new(Exception) # rubocop:disable Lint/InheritException -- SIGKILL: nothing rescues it
+      clear_cut_after(1) { raise killed }
+
+      expect { queue.clear }.to raise_error(killed)
+      expect(redis.hexists(clearing, "fair")).to be(true)
+      expect(waiting).to eq(9) # 2 tenants of 5 deleted
+
+      expect(finishing_sweep).to include(cleared: 9)
+      expect(redis.exists?(clearing)).to be(false)
+      expect(queue.size).to eq(0)
+      expect(redis.keys("#{lists}*")).to eq([])
+      late = [FairJob.perform_async("t0", 100), FairJob.perform_async("new", 101)]
+      expect(queue.size).to eq(2)
+      expect(run_all("runner:1:a")).to match_array(late)
+    end
+
+    it "keeps, when a sweep finishes it after writes were refused (NOREPLICAS), every job pushed after it began" do
+      backlog_jobs(3, %w[t0 t1 t2 t3 paused])
+      clear_cut_after(1) { redis.config(:set, "min-replicas-to-write", "1") }
+      expect { queue.clear }.to raise_error(/NOREPLICAS/)
+      redis.config(:set, "min-replicas-to-write", "0")
+      left = redis.keys("#{lists}*").map { |key| key.delete_prefix(lists) }
+      expect(left.size).to eq(3) # t0 and t1 deleted by the first call
+      pre_cut = left - %w[paused]
+      late = [FairJob.perform_async(pre_cut.first, 200), FairJob.perform_async("new", 201)]
+
+      expect(finishing_sweep).to include(cleared: 6) # the other tenant and paused: all their jobs before the cut
+      expect(redis.exists?(clearing)).to be(false)
+      # The tenant with a job after the cut is kept whole: its 3 jobs from before it too (the keep side).
+      expect(queue.size).to eq(5)
+      expect(run_all("runner:2:a")).to include(*late).and(have_attributes(size: 5))
+      expect(queue.size).to eq(0)
+    end
+
+    it "recovers dead processes at a sweep whose finishing of a clear fails (a write refused)" do
+      dead_process("dead:8:a", 3)
+      backlog_jobs(1, %w[t0 t1 t2])
+      clear_cut_after(1) { redis.config(:set, "min-replicas-to-write", "1") }
+      expect { queue.clear }.to raise_error(/NOREPLICAS/)
+      redis.config(:set, "min-replicas-to-write", "0")
+      allow(Sidekiq::FairTenant::FairClears).to receive(:finish).and_raise(RuntimeError, "NOREPLICAS")
+
+      result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:8:a") }
+
+      expect(result).to include(cleared: 0, recovered: 3)
+      expect(redis.hexists(clearing, "fair")).to be(true) # the next sweep finishes it
+    end
+
+    it "keeps a job that was in flight when the clear began and was requeued after its cut" do
+      FairJob.perform_async("busy", 0)
+      fetch = fetcher("busy:1:a")
+      unit = fetch.retrieve_work # in flight: the tenant's list is empty, it leaves the rotation
+      backlog_jobs(3, %w[t0 t1 t2])
+      killed = Class.new(Exception) # rubocop:disable Lint/InheritException -- SIGKILL: nothing rescues it
+      clear_cut_after(1) { raise killed }
+      expect { queue.clear }.to raise_error(killed)
+      fetch.bulk_requeue([unit]) # the process stops: back to the front of its tenant, enqueued before the cut
+
+      expect(finishing_sweep).to include(cleared: 3)
+      expect(queue.size).to eq(1) # activated after the cut: every job of its list came after the clear began
+      expect(run_all("runner:3:a")).to eq([JSON.parse(unit.job)["jid"]])
+    end
   end
 
   describe "fair-off" do

@@ -132,6 +132,10 @@ pub const FAIR_PAUSED_QUEUES_KEY: &str = concat!(root!(), ":fair:paused-queues")
 /// `fair_queues` removes it): their requeued and recovered jobs go to `queue:<name>`, and sweeps finish a drain
 /// cut short.
 pub const FAIR_OFF_KEY: &str = concat!(root!(), ":fair:off");
+/// Fair queues whose `Queue#clear` began and has not finished (a hash: queue -> the clear's cut, Redis's time
+/// in seconds at its first call, then the finishing sweep's cursor): a recovery sweep finishes a clear cut
+/// short, deleting only tenants whose last job was enqueued by the cut (clear.lua).
+pub const FAIR_CLEARING_KEY: &str = concat!(root!(), ":fair:clearing");
 /// The fair state's format version (`fair/version.rs`).
 pub const FAIR_FORMAT_KEY: &str = concat!(root!(), ":fair:format");
 pub const RECOVERED_PREFIX: &str = concat!(root!(), ":fair:recovered:");
@@ -326,6 +330,7 @@ pub const NAMES: &[Name] = &[
     ),
     s("FAIR_PAUSED_QUEUES_KEY", FAIR_PAUSED_QUEUES_KEY, Everywhere),
     s("FAIR_OFF_KEY", FAIR_OFF_KEY, Everywhere),
+    s("FAIR_CLEARING_KEY", FAIR_CLEARING_KEY, Everywhere),
     s("FAIR_FORMAT_KEY", FAIR_FORMAT_KEY, Everywhere),
     s("RECOVERED_PREFIX", RECOVERED_PREFIX, Everywhere),
     s("RECOVERY_LOCK_KEY", RECOVERY_LOCK_KEY, Everywhere),

@@ -7,7 +7,7 @@ use crate::names;
 
 /// The format this gem reads and writes. 1: before the version was kept (up to issue 30). 2: a recovery
 /// cut short waits in `inflight-recovering`, queues switched off in `off`, paused queues in `paused-queues`,
-/// and each concurrency scope's waiting tenants are indexed (`<waiting>:index`).
+/// clears under way in `clearing`, and each concurrency scope's waiting tenants are indexed (`<waiting>:index`).
 pub const FAIR_FORMAT: u64 = 2;
 
 /// Where the format's version is kept.

@@ -1,5 +1,7 @@
 # frozen_string_literal: true
 
+require "securerandom"
+
 module Sidekiq
   module FairTenant
     # Fair queues: queues whose jobs are served in weighted fair order per tenant (FairFetch on servers,
@@ -91,11 +93,15 @@ module Sidekiq
         end
       end
 
-      # Deletes a queue's fair backlog, `batch` tenants per round trip; returns the number of jobs deleted.
+      # Deletes a queue's fair backlog, `batch` tenants per round trip; returns the number of jobs deleted. The
+      # first call records the clear (FAIR_CLEARING_KEY, with its cut: Redis's time; by an id, so the call sent
+      # again after a lost reply keeps the cut), the last one removes the record: a clear cut short between its
+      # calls is finished by a recovery sweep (FairClears.finish).
       def clear(conn, queue, batch: NAMES::CLEAR_BATCH)
         total = 0
-        loop do
-          deleted, more = run(conn, "clear", [], [base(queue), queue.to_s, batch])
+        first = ["begin", SecureRandom.hex(8)]
+        (0..).each do |call|
+          deleted, more = run(conn, "clear", [], [base(queue), queue.to_s, batch, *(call.zero? ? first : ["next"])])
           total += deleted.to_i
           return total if more.to_i.zero?
         end

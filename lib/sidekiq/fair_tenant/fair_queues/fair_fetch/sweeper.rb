@@ -58,12 +58,15 @@ module Sidekiq
             thread.join(JOIN) if thread && thread != Thread.current
           end
 
-          # One try: the fleet's sweep if this process takes the lease (Recovery.sweep's result), else nil.
-          # Public for specs and `bin/bench`.
+          # One try: if this process takes the lease, the clears cut short finished, then the fleet's sweep
+          # (Recovery.sweep's result, with :cleared, :drained and :rechecked), else nil. Public for specs and
+          # `bin/bench`.
           def turn(conn, identity)
             return unless conn.call("SET", LEASE, identity, "NX", "PX", LEASE_MS)
 
+            cleared = finish_clears(conn)
             result = Recovery.sweep(conn, identity) or return
+            result[:cleared] = cleared
             result[:drained] = FairOff.finish(conn)
             result[:rechecked] = Rates.new.finish(conn)
             if (due = result[:due_in])
@@ -71,6 +74,16 @@ module Sidekiq
               Recovery::PACE.within(due)
             end
             result
+          end
+
+          # Clears cut short (FairClears.finish), before the recovery: a job in flight when a clear began
+          # is not the clear's to delete, and one put back at the front of a tenant the clear had not reached
+          # would go with that tenant. A failure here (a refused write) does not hold the recovery back.
+          def finish_clears(conn)
+            FairClears.finish(conn)
+          rescue StandardError => e
+            FairTenant.warn(:clear, e.class) { "finishing a Queue#clear cut short: #{e.class}: #{e.message}" }
+            0
           end
 
           private
