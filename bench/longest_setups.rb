@@ -92,7 +92,7 @@ module LongestSetups
     count.times do |i|
       %w[a b].each do |run| # a holds the slot, b is parked
         job = { "class" => "BenchFairJob", "queue" => "bench_slots", "args" => [i], "jid" => "#{run}#{i}" }
-        scope = slot.new("#{names::TENANT_TAG}s#{i}", "#{names::QUEUE_SUB}bench_slots", job["jid"], 1, 1)
+        scope = slot.new("#{names::TENANT_TAG}s#{i}", "#{names::QUEUE_SUB}bench_slots", job["jid"], 1, 1, run)
         Sidekiq::FairTenant::SlotCalls.acquire(scope, JSON.generate(job), Time.now.to_f)
       end
     end
