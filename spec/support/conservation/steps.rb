@@ -104,7 +104,8 @@ module Conservation
         # Its thread gave the job up all the same (a shutdown): a fair job's entry stays, nothing runs it (the
         # audit, or a recovery, puts it back); a plain one is gone, as with Sidekiq's BasicFetch.
         if held.entry
-          process.leaked << held.entry unless held.stale
+          # (A stale one's copy, recovered, may come back with the process's next call: nothing runs it either.)
+          (held.stale ? process.stale_leaked : process.leaked) << held.entry
         elsif @jobs[held.id]
           @jobs[held.id].lost_ok = true
         end
