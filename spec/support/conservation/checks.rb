@@ -13,6 +13,7 @@ module Conservation
       view = sidekiq_redis { |conn| RedisView.new(conn, FAIR_QUEUES) }
       view.problems.each { |problem| violation(:redis_state, problem) }
       check_live_lists(view)
+      check_leases
       check_registry(view)
       check_jobs(view)
       check_garbage_recovery(view) if @swept

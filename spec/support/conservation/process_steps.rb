@@ -3,7 +3,7 @@
 # rubocop:disable Metrics/CyclomaticComplexity -- a model checker's case analysis, kept in one place
 
 module Conservation
-  # Steps of a Run on processes: crash, start, heartbeat, lapse, recovery sweep.
+  # Steps of a Run on processes: crash, start, heartbeat, lapse, recovery sweep (a graceful stop: SlotSteps).
   module ProcessSteps
     private
 
@@ -25,10 +25,12 @@ module Conservation
       identity = "host-#{rng.rand(3)}:#{1000 + @started}:#{format("%06x", rng.rand(1 << 24))}"
       @started += 1
       queues, strict = settings || QUEUE_SETS.sample(random: rng)
-      fetcher = Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
-      Sidekiq::FairTenant::Slots.stop # its lease sweep would run on the wall clock; no slot lease expires here
-      process = Proc.new(identity: identity, fetcher: fetcher, units: [], pending: [], beating: false, leaked: [],
-                         stale_leaked: [])
+      process = Proc.new(identity: identity, units: [], pending: [], beating: false, leaked: [], stale_leaked: [],
+                         stopping: false, slots: SlotHeartbeats.fresh)
+      # Its slot heartbeat (started by the fetcher) turns on the run's clock (lease_time_passes).
+      process.fetcher = SlotHeartbeats.as(process) do
+        Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
+      end
       @processes << process
       beat(process)
       "start #{identity} #{queues.join(",")}#{" strict" if strict}"
