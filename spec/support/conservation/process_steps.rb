@@ -78,11 +78,17 @@ module Conservation
       return "sweep: no process" unless process
 
       before = garbage_in_flight
+      @recovering = being_recovered
       result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
       @swept = before
       found = result ? result[:recovered] : 0
       @notes[:recovered] += found
       "sweep by #{process.identity}: #{found} recovered, #{result && result[:suspected]} suspected"
+    end
+
+    # The processes whose recovery was cut short (a sweep finishes it whether their key is back or not).
+    def being_recovered
+      sidekiq_redis { |conn| conn.call("SMEMBERS", RedisView::RECOVERING) }.map(&:b)
     end
 
     # A sweep whose process dies after its first recovery call (SIGKILL between two calls): what that call
@@ -91,6 +97,7 @@ module Conservation
       return "sweep_cut: no process" unless process
 
       before = garbage_in_flight
+      @recovering = being_recovered
       calls = CutRecovery.cut_after(1) do
         sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
       end

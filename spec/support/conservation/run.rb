@@ -107,6 +107,7 @@ module Conservation
     def record(kind, *args, **options)
       @step += 1
       @swept = nil
+      @recovering = []
       line = begin
         send(kind, *args, **options)
       rescue StandardError => e
