@@ -4,13 +4,15 @@ require "spec_helper"
 require_relative "../support/conservation/run"
 
 # Every job in exactly one place, whatever happens: a seeded random run of pushes, fetches, acks, requeues,
-# crashes, recoveries (some cut short between their calls), heartbeat lapses, weight and limit changes, refused
-# writes, fair-off/on, calls whose reply was lost and that the client sent again, and each process's audit of its
-# own in-flight list, checked after every step (spec/support/conservation). A failure prints its seed and the
-# steps before each kind of violation; replay with CONSERVATION_SEED=<seed>. Longer: CONSERVATION_STEPS=20000
-# (runs of CHUNK steps, seeds seed, seed + 1, ...). CONSERVATION_WITHOUT=garbage,lapse,refused,bytes leaves step
-# kinds out; CONSERVATION_NOTES=1 prints what each run did (jobs fetched, recovered, run again after a crash or a
-# stall, ...).
+# crashes, graceful stops (Sidekiq's shutdown while capped jobs run), recoveries (some cut short between their
+# calls), heartbeat lapses, slot lease time passing, weight and limit changes, refused writes, fair-off/on, calls
+# whose reply was lost and that the client sent again, and each process's audit of its own in-flight list,
+# checked after every step (spec/support/conservation); caps too: no running capped job loses its lease, and none
+# starts while its scope runs its limit. A failure prints its seed and the steps before each kind of violation
+# (CONSERVATION_HISTORY=<n> of them, 20 by default); replay with CONSERVATION_SEED=<seed>. Longer:
+# CONSERVATION_STEPS=20000 (runs of CHUNK steps, seeds seed, seed + 1, ...). CONSERVATION_WITHOUT=garbage,lapse,
+# refused,bytes leaves step kinds out; CONSERVATION_NOTES=1 prints what each run did (jobs fetched, recovered,
+# run again after a crash or a stall, graceful stops, leases reclaimed, ...).
 RSpec.describe "Conservation of jobs in fair queues" do
   chunk = 2000
   seed = (ENV["CONSERVATION_SEED"] || (Random.new_seed % (1 << 32))).to_i

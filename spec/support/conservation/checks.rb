@@ -13,6 +13,7 @@ module Conservation
       view = sidekiq_redis { |conn| RedisView.new(conn, FAIR_QUEUES) }
       view.problems.each { |problem| violation(:redis_state, problem) }
       check_live_lists(view)
+      check_leases
       check_registry(view)
       check_jobs(view)
       check_garbage_recovery(view) if @swept
@@ -63,17 +64,19 @@ module Conservation
     end
 
     # Entries gone from a live process's list: the units are stale from now on (and entries left over by an
-    # ack that was never sent are forgotten). Only a recovery while its heartbeat key was missing may do that.
+    # ack that was never sent are forgotten). Only a recovery while its heartbeat key was missing may do that, or
+    # the rest of one cut short then (its key may be back: the process is recovered until its next call).
     def vanished(process, entry, count)
       helds = (process.units + process.pending).select { |held| !held.stale && held.entry == entry }.first(count)
       helds.each { |held| held.stale = true }
+      away = @swept && (!process.beating || @recovering.include?(process.identity.b))
       (count - helds.size).times do
         process.leaked.delete_at(process.leaked.index(entry))
-        process.stale_leaked << entry if @swept && !process.beating # its copy may come back with the process
+        process.stale_leaked << entry if away # its copy may come back with the process
       end
-      if @swept && !process.beating
+      if away
         @notes[:lapse_recovered] += count
-        unless process.stalled
+        unless process.stalled || @recovering.include?(process.identity.b) # (that recovery began while it was)
           lapse = Sidekiq::FairTenant::FairFetch::Recovery::LAPSE
           violation(:live_recovered, "#{process.identity}: #{count} in-flight job(s) of a live process recovered " \
                                      "before its heartbeat key had been gone for #{lapse} s")

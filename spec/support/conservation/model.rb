@@ -15,10 +15,14 @@ module Conservation
   # its jobs although it lives (a stall), and they may run twice.
   # leaked: entries in its list nothing of it stands for (a lost fetch reply's, a requeue that failed), until
   # its audit puts them back; stale_leaked: those a recovery took while it stalled (their copies come back with it).
-  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :stalled, :leaked, :stale_leaked,
-                    keyword_init: true)
+  # stopping: Sidekiq's shutdown began (graceful_stop): its threads finish what they run and fetch nothing more.
+  # slots: its Slots state (SlotHeartbeats): the jobs whose leases its heartbeat renews, and that heartbeat.
+  Proc = Struct.new(:identity, :fetcher, :units, :pending, :beating, :stalled, :leaked, :stale_leaked, :stopping,
+                    :slots, keyword_init: true)
 
   # A unit of work a process runs: `entry` for a fair queue's (in its in-flight list), nil for a plain one.
   # Stale: a recovery took its entry away (a heartbeat lapse), the job may run elsewhere too.
-  Held = Struct.new(:id, :unit, :entry, :stale, keyword_init: true)
+  # scope: [tag, sub] of the concurrency slot its fetch took (a capped job), its `run` the server middleware
+  # running it (a Fiber paused inside the job until it ends); lost: its lease was found gone while it ran.
+  Held = Struct.new(:id, :unit, :entry, :stale, :scope, :run, :lost, keyword_init: true)
 end

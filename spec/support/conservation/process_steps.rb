@@ -3,7 +3,7 @@
 # rubocop:disable Metrics/CyclomaticComplexity -- a model checker's case analysis, kept in one place
 
 module Conservation
-  # Steps of a Run on processes: crash, start, heartbeat, lapse, recovery sweep.
+  # Steps of a Run on processes: crash, start, heartbeat, lapse, recovery sweep (a graceful stop: SlotSteps).
   module ProcessSteps
     private
 
@@ -25,10 +25,12 @@ module Conservation
       identity = "host-#{rng.rand(3)}:#{1000 + @started}:#{format("%06x", rng.rand(1 << 24))}"
       @started += 1
       queues, strict = settings || QUEUE_SETS.sample(random: rng)
-      fetcher = Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
-      Sidekiq::FairTenant::Slots.stop # its lease sweep would run on the wall clock; no slot lease expires here
-      process = Proc.new(identity: identity, fetcher: fetcher, units: [], pending: [], beating: false, leaked: [],
-                         stale_leaked: [])
+      process = Proc.new(identity: identity, units: [], pending: [], beating: false, leaked: [], stale_leaked: [],
+                         stopping: false, slots: SlotHeartbeats.fresh)
+      # Its slot heartbeat (started by the fetcher) turns on the run's clock (lease_time_passes).
+      process.fetcher = SlotHeartbeats.as(process) do
+        Sidekiq::FairTenant::FairFetch.new({ queues: queues, strict: strict }, identity)
+      end
       @processes << process
       beat(process)
       "start #{identity} #{queues.join(",")}#{" strict" if strict}"
@@ -76,11 +78,17 @@ module Conservation
       return "sweep: no process" unless process
 
       before = garbage_in_flight
+      @recovering = being_recovered
       result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
       @swept = before
       found = result ? result[:recovered] : 0
       @notes[:recovered] += found
       "sweep by #{process.identity}: #{found} recovered, #{result && result[:suspected]} suspected"
+    end
+
+    # The processes whose recovery was cut short (a sweep finishes it whether their key is back or not).
+    def being_recovered
+      sidekiq_redis { |conn| conn.call("SMEMBERS", RedisView::RECOVERING) }.map(&:b)
     end
 
     # A sweep whose process dies after its first recovery call (SIGKILL between two calls): what that call
@@ -89,6 +97,7 @@ module Conservation
       return "sweep_cut: no process" unless process
 
       before = garbage_in_flight
+      @recovering = being_recovered
       calls = CutRecovery.cut_after(1) do
         sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
       end

@@ -10,27 +10,32 @@ require_relative "steps"
 require_relative "process_steps"
 require_relative "setting_steps"
 require_relative "fault_steps"
+require_relative "slot_steps"
+require_relative "slot_checks"
 require_relative "checks"
 
 module Conservation
   FAIR_QUEUES = %w[fair fair2].freeze
 
-  # A randomised run of pushes, fetches, acks, requeues, crashes, recoveries, heartbeat lapses, weight and
-  # limit changes, refused writes and fair-off/on, with FairFetch objects of several "processes" (identities)
-  # in this Ruby process against the spec's redis-server; after every step, Checks read Redis. The same
-  # seed replays the same run. `violations` maps a kind to its count, first message and the steps before it.
+  # A randomised run of pushes, fetches, acks, requeues, crashes, graceful stops, recoveries, heartbeat lapses,
+  # slot lease time passing, weight and limit changes, refused writes and fair-off/on, with FairFetch objects of
+  # several "processes" (identities) in this Ruby process against the spec's redis-server; after every step,
+  # Checks read Redis (and the caps: at each start, and the leases of running jobs). The same seed replays the
+  # same run. `violations` maps a kind to its count, first message and the steps before it.
   class Run
     include Steps
     include ProcessSteps
     include SettingSteps
     include FaultSteps
+    include SlotSteps
+    include SlotChecks
     include Checks
 
     WEIGHTS = { push: 22, fetch: 26, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2, lapse: 3,
                 beat: 4, sweep: 5, sweep_cut: 2, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
-                garbage: 1, resent: 3, audit: 2 }.freeze
+                garbage: 1, resent: 3, audit: 2, graceful_stop: 2, lease_time_passes: 2 }.freeze
     KINDS = WEIGHTS.flat_map { |kind, weight| [kind] * weight }.freeze
-    HISTORY = 20
+    HISTORY = (ENV["CONSERVATION_HISTORY"] || 20).to_i
     # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.
     MAX_OPEN = 150
 
@@ -55,6 +60,7 @@ module Conservation
     def call
       srand(@seed) # Sidekiq's weighted queue order shuffles with Kernel's generator
       timers_off
+      Sidekiq::FairTenant::Slots.stop # a heartbeat thread of this Ruby process would renew on the wall clock
       configure_fair(FAIR_QUEUES)
       2.times { record(:start_process) }
       @without = without
@@ -101,6 +107,7 @@ module Conservation
     def record(kind, *args, **options)
       @step += 1
       @swept = nil
+      @recovering = []
       line = begin
         send(kind, *args, **options)
       rescue StandardError => e
@@ -173,8 +180,10 @@ module Conservation
       heal
       final = @processes.last
       recover_crashed(final)
-      @processes.each do |process|
+      @processes.dup.each do |process|
         record(:finish, process) until process.units.empty?
+        next unless @processes.include?(process) # a stopping one exited with its last job
+
         record(:flush, process)
         record(:audit, process) # what a lost fetch reply left in its list goes back
       end

@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# rubocop:disable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity -- a model checker's case analysis, kept in one place
+# rubocop:disable Metrics/ModuleLength, Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity -- a model checker's case analysis, kept in one place
 
 require "English"
 
@@ -48,8 +48,9 @@ module Conservation
     end
 
     # One fetch by one thread of a process: retrieve_work, blocking at most FairFetch::TIMEOUT (made short).
-    def fetch(process = random_process, idle: rng.rand(4).zero?)
+    def fetch(process = fetching.sample(random: rng), idle: rng.rand(4).zero?)
       return "fetch: no process" unless process
+      return "fetch #{process.identity}: stopping, fetches nothing" if process.stopping
 
       Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = idle || nil # its last wait timed out
       pending = process.pending.dup
@@ -60,13 +61,16 @@ module Conservation
       end
       return "fetch #{process.identity}#{" (idle)" if idle}: nothing" unless unit
 
-      hold(process, unit)
+      hold(process, unit, pending)
     end
 
-    def hold(process, unit)
+    # `carried`: the acknowledgements the fetch carried.
+    def hold(process, unit, carried)
       id = RedisView.id_of(unit.job)
       entry = unit.respond_to?(:entry) ? unit.entry.b : nil
-      process.units << Held.new(id: id, unit: unit, entry: entry, stale: false)
+      held = Held.new(id: id, unit: unit, entry: entry, stale: false)
+      job_starts(process, held, carried)
+      process.units << held
       job = @jobs[id]
       @notes[:fetched] += 1
       @notes[:reruns_after_crash] += 1 if job&.unconfirmed
@@ -79,6 +83,7 @@ module Conservation
       return "finish: nothing running" unless process
 
       held = process.units.delete_at(rng.rand(process.units.size))
+      job_returns(process, held)
       job = @jobs[held.id]
       if job&.garbage && !held.stale
         Sidekiq::DeadSet.new.kill(held.unit.job, notify_failure: false)
@@ -90,7 +95,8 @@ module Conservation
       elsif !job&.garbage
         job.done = true
       end
-      "finish #{held.id} on #{process.identity}#{" (stale: recovered meanwhile)" if held.stale}"
+      line = "finish #{held.id} on #{process.identity}#{" (stale: recovered meanwhile)" if held.stale}"
+      stopped_when_idle(process, line)
     end
 
     def requeue(process = random_process(&:units))
@@ -98,13 +104,15 @@ module Conservation
 
       index = rng.rand(process.units.size)
       held = process.units[index]
+      job_returns(process, held) # (Sidekiq::Shutdown raised in the job: the middleware's `ensure` first)
       begin
         held.unit.requeue
       rescue StandardError
         # Its thread gave the job up all the same (a shutdown): a fair job's entry stays, nothing runs it (the
         # audit, or a recovery, puts it back); a plain one is gone, as with Sidekiq's BasicFetch.
         if held.entry
-          process.leaked << held.entry unless held.stale
+          # (A stale one's copy, recovered, may come back with the process's next call: nothing runs it either.)
+          (held.stale ? process.stale_leaked : process.leaked) << held.entry
         elsif @jobs[held.id]
           @jobs[held.id].lost_ok = true
         end
@@ -112,7 +120,7 @@ module Conservation
       ensure
         process.units.delete_at(index)
       end
-      "requeue #{held.id} on #{process.identity}"
+      stopped_when_idle(process, "requeue #{held.id} on #{process.identity}")
     end
 
     def flush(process = random_process)
@@ -128,4 +136,4 @@ module Conservation
     end
   end
 end
-# rubocop:enable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity
+# rubocop:enable Metrics/ModuleLength, Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity
