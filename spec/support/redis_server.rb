@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "fileutils"
+require "set"
 require "socket"
 require "tmpdir"
 require "redis"
@@ -29,11 +30,16 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
 
   attr_reader :port, :pid, :dir, :log, :tls, :password, :users, :socket_path, :replica_of
 
+  # A loopback port free now and never handed out before in this process: servers of one spec (a Sentinel
+  # cluster's) take their ports before the first of them binds, and the kernel may offer a closed port again.
   def self.free_port
-    server = TCPServer.new("127.0.0.1", 0)
-    server.addr[1]
-  ensure
-    server&.close
+    @handed_out ||= Set.new
+    loop do
+      server = TCPServer.new("127.0.0.1", 0)
+      port = server.addr[1]
+      server.close
+      return port if @handed_out.add?(port)
+    end
   end
 
   # The server binary the specs start (sentinels always run redis-server: SentinelServer).
