@@ -75,6 +75,15 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     expect(holders).to eq(["b"])
   end
 
+  it "lets a handed-over job's run claim its slot with a payload that names no queue (nothing taken back)" do
+    acquire("a")
+    acquire("b")
+    slots.release(tag, sub, "a", 60_000, 1)
+    expect(slots.acquire(tag, sub, "b", 60_000, 1, "{}", 0.0)).to eq(:held) # raised before
+    expect(holders).to eq(["b"])
+    expect(redis.llen("queue:default")).to eq(1) # the handed-over copy stays where it was put
+  end
+
   it "releases idempotently: a double release never admits more than the limit" do
     acquire("a")
     %w[b c].each { |j| acquire(j) }

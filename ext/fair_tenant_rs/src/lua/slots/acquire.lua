@@ -28,8 +28,9 @@ end
 -- This run parked, its reply was lost and its copy was handed over since: the re-sent call runs it, and takes
 -- the copy back from its queue's tail (one of them runs).
 if held and owner == K_HANDED .. run then
-  local job = cjson.decode(ARGV[6])
-  take_back(job.queue, ARGV[6])
+  local ok, job = pcall(cjson.decode, ARGV[6])
+  -- (a payload that names no queue, sent by hand, can have no copy in one: nothing to take back)
+  if ok and parked_job(job) then take_back(job.queue, ARGV[6]) end
 end
 if held and (owner == false or owner == run or string.sub(owner, 1, 1) == K_HANDED) then
   redis.call('ZADD', holders, lease_until, jid)
