@@ -30,9 +30,7 @@ module Sidekiq
         !names.empty? && names.include?(queue.to_s)
       end
 
-      def any?
-        !names.empty?
-      end
+      def any? = !names.empty?
 
       # Whether the queue shares its workers by worker time (`imports:time`).
       def time?(queue)
@@ -68,12 +66,14 @@ module Sidekiq
       # Redis for long; as Sidekiq's own push_bulk (a round trip per 1,000), a bulk push is atomic per call,
       # not as a whole. Returns the jobs now waiting.
       def push(conn, queue, tenants_and_jobs, enqueued_at = Time.now.to_f)
+        return push_call(conn, queue, tenants_and_jobs, enqueued_at) if tenants_and_jobs.size == 1 # the most common
+
         JobBytes.slices(tenants_and_jobs, PUSH_BATCH) { |tenant, job| tenant.to_s.bytesize + job.bytesize }
                 .map { |slice| push_call(conn, queue, slice, enqueued_at) }.last
       end
 
       def push_call(conn, queue, pairs, enqueued_at)
-        run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, enqueued_at, *pairs.flatten])
+        run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, enqueued_at].concat(*pairs))
       end
 
       # Jobs waiting in a queue's fair backlog (0 for a queue that never was fair).

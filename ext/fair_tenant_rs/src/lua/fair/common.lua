@@ -97,11 +97,24 @@ local function add_tokens(k, count, cap)
   end
 end
 
+-- A queue's keys, each made when first read (a push reads 4 of the 13: a string made in Lua costs time).
+local FAIR_KEY_SUFFIXES = {
+  ready = K_READY, state = K_STATE, fin = K_FIN, paused = K_PAUSED, sig = K_SIG, heads = K_HEADS,
+  capped = K_CAPPED, over = K_OVER, rated = K_RATED, rtags = K_RATED_TAGS, prefix = K_TENANT_LIST,
+  runtimes = K_RUNTIMES, members = K_MEMBERS
+}
+local FAIR_KEYS = {
+  __index = function(k, name)
+    local suffix = FAIR_KEY_SUFFIXES[name]
+    if not suffix then return nil end
+    local key = rawget(k, 'base') .. suffix
+    rawset(k, name, key)
+    return key
+  end
+}
+
 local function fair_keys(base, weights)
-  return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
-           sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
-           rated = base .. K_RATED, rtags = base .. K_RATED_TAGS, prefix = base .. K_TENANT_LIST,
-           runtimes = base .. K_RUNTIMES, members = base .. K_MEMBERS, weights = weights }
+  return setmetatable({ base = base, weights = weights }, FAIR_KEYS)
 end
 
 -- A queue's key prefix from a template holding K_QUEUE_PLACEHOLDER once.

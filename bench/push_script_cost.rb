@@ -1,0 +1,76 @@
+# frozen_string_literal: true
+
+# What the fair push script costs on the server against the least a one-call push could cost, on a redis-server of
+# its own: server µs per FCALL (commandstats) of the push function as shipped, the same with every queue key made
+# per call (fair_keys as before issue 31), a function of the same library that only returns, one that runs just
+# RPUSH, SADD, LLEN and HINCRBY on keys made by hand, and Sidekiq's own SADD + LPUSH; modes taking turns.
+#
+#   bundle exec ruby bench/push_script_cost.rb
+#   CALLS=50000 ROUNDS=5 bundle exec ruby bench/push_script_cost.rb
+require "bundler/setup"
+require "logger"
+require_relative "../spec/support/redis_server"
+
+server = RedisServer.new.start
+require "sidekiq"
+require "sidekiq/fair_tenant"
+Redis.silence_deprecations = true if defined?(Redis) && Redis.respond_to?(:silence_deprecations=)
+
+FQ = Sidekiq::FairTenant::FairQueues
+CALLS = Integer(ENV.fetch("CALLS", "20000"))
+ROUNDS = Integer(ENV.fetch("ROUNDS", "3"))
+TENANTS = Array.new(50) { |i| "tenant-#{i}" }.freeze
+FUNCTION, LIBRARY = FQ::SCRIPTS.fetch("push")
+LIBRARY_NAME = LIBRARY[/name=(\S+)/, 1]
+EAGER_KEYS = <<~LUA
+  local function fair_keys(base, weights)
+    return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
+             sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
+             rated = base .. K_RATED, rtags = base .. K_RATED_TAGS, prefix = base .. K_TENANT_LIST,
+             runtimes = base .. K_RUNTIMES, members = base .. K_MEMBERS, weights = weights }
+  end
+LUA
+FOUR_COMMANDS = "local b = ARGV[1]; redis.call('RPUSH', b .. 'l:' .. ARGV[5], ARGV[6]); " \
+                "redis.call('SADD', KEYS[1], ARGV[2]); redis.call('LLEN', b .. 'sig'); " \
+                "do return redis.call('HINCRBY', b .. 'state', 'n', 1) end"
+BODY = /(_push', callback = function\(KEYS, ARGV\)\n)/
+VARIANTS = {
+  "push function" => ->(source) { source },
+  "push, 13 keys made per call" => ->(source) { source.sub(/local function fair_keys\(.*?\nend\n/m, EAGER_KEYS) },
+  "function that only returns" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}do return 1 end\n" } },
+  "RPUSH, SADD, LLEN, HINCRBY" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}#{FOUR_COMMANDS}\n" } }
+}.freeze
+
+job = Sidekiq.dump_json({ "enqueued_at" => 1.7e9, "jid" => "0123456789abcdef01234567", "class" => "PushJob",
+                          "args" => [1], "queue" => "bench_fair", "fair_tenant" => "tenant-1", "created_at" => 1.7e9 })
+redis = Redis.new(url: server.url)
+functions = VARIANTS.each_with_index.to_h do |(label, patch), index|
+  library = patch.call(LIBRARY).gsub(LIBRARY_NAME, "variant#{index}")
+  abort "push_script_cost: #{label} no longer applies" if index.positive? && patch.call(LIBRARY) == LIBRARY
+  redis.call("FUNCTION", "LOAD", "REPLACE", library)
+  [label, FUNCTION.sub(LIBRARY_NAME, "variant#{index}")]
+end
+args = ->(i) { [2, "queues", FQ::WEIGHTS_KEY, FQ.base("bench_fair"), "bench_fair", 1000, 1.7e9, TENANTS[i % 50], job] }
+# [call, the commands whose server time it is] (commands run inside a function are counted apart too).
+modes = functions.transform_values { |name| [->(i) { redis.call("FCALL", name, *args.call(i)) }, %w[fcall]] }
+modes["Sidekiq's SADD + LPUSH"] = [lambda do |_|
+  redis.pipelined { |p| [p.call("SADD", "queues", "plain"), p.call("LPUSH", "queue:plain", job)] }
+end, %w[sadd lpush]]
+
+server_us = lambda do |commands|
+  stats = redis.info("commandstats").transform_keys { |command| command.delete_prefix("cmdstat_") }
+  commands.sum { |command| stats.dig(command, "usec").to_f } / CALLS
+end
+puts "redis-server #{redis.info["redis_version"]}, #{CALLS} calls per mode per round, 50 tenants; server us per call:"
+ROUNDS.times do |round|
+  figures = modes.to_a.rotate(round).to_h do |label, (call, commands)|
+    redis.flushdb
+    200.times(&call)
+    redis.call("CONFIG", "RESETSTAT")
+    CALLS.times(&call)
+    [label, server_us.call(commands)]
+  end
+  row = modes.keys.map { |label| format("%<l>s %<us>.2f", l: label, us: figures[label]) }
+  puts "  round #{round + 1}: #{row.join(", ")}"
+end
+server.stop
