@@ -67,6 +67,7 @@ RSpec.describe "Fair queue recovery across a fleet" do
   end
 
   def sweeps = events.count { |key, event| key == lock && event == "set" }
+  def swept = events.count { |key, event| key == lock && event == "del" }
   def leases = events.count { |key, event| key == lease && event == "set" }
   def finished = redis.lrange(FairApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }.select { |e| e["event"] == "finish" }
 
@@ -85,7 +86,8 @@ RSpec.describe "Fair queue recovery across a fleet" do
     wait_for("the dead process's job ran", timeout: 90) { finished.any? { |e| e["jid"] == "j99" } }
     # One more sweep, a full interval on: nothing suspected any more.
     after_recovery = sweeps
-    wait_for("the next interval's sweep", timeout: 60) { sweeps > after_recovery }
+    # (to its end: its lock deleted, so the last turn is whole when the turns are read)
+    wait_for("the next interval's sweep", timeout: 60) { sweeps > after_recovery && swept == sweeps }
 
     # Every sweep ran under a lease of its own: each lease taken is followed by one sweep (its lock set and
     # deleted) before the next is taken. Three processes each sweeping on their own would interleave.
