@@ -63,9 +63,10 @@ module BoundsBench
     Sidekiq::FairTenant::FairFetch.new({ queues: [QUEUE] }, identity)
   end
 
-  # One fetch script call (no wait for a token): the reply, or nil.
+  # One fetch script call for one thread (no wait for a token): the job served, or nil.
   def fetch_once(fetch)
-    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, false, FairFetch.fetch_args(QUEUE)) }
+    want = FairFetch::Batch::Want.new([QUEUE], false, Thread.current)
+    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).first.first }
   end
 
   FairFetch = Sidekiq::FairTenant::FairFetch

@@ -40,7 +40,6 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
   def jid(job) = JSON.parse(job)["jid"]
   def waiting(tenant = "acme") = redis.lrange("#{base}t:#{tenant}", 0, -1).map { |job| jid(job) }
   def entry_jid(entry) = jid(Sidekiq::FairTenant::Native::Fair.decode_entry(entry)[2])
-  def fetch_args = Sidekiq::FairTenant::FairFetch.fetch_args("fair")
 
   # Four jobs pushed, then a fetch sent while Redis is busy past the read timeout: [jids, unit or nil, its entry,
   # the entries of the list that no unit stands for].
@@ -123,10 +122,11 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
     steps = Array.new(3) { Queue.new } # the reply comes back; the unit was handed out; its thread ends
     under_way = Thread.new do
       unit = in_flight.call(ledger) do # the fetch script ran; its reply is on its way until steps[0] pops
-        reply = Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, false, fetch_args) }
+        want = Sidekiq::FairTenant::FairFetch::Batch::Want.new(%w[fair], false, Thread.current)
+        reply = Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]) }
         steps[1] << :sent
         steps[0].pop
-        fetch.send(:unit, reply)
+        fetch.send(:unit, reply.first.first, Thread.current)
       end
       steps[1] << :handed
       steps[2].pop

@@ -39,8 +39,10 @@ RSpec.describe "Fair calls bounded by work" do
 
   def push(pairs) = Sidekiq.redis { |conn| fair.push(conn, "fair", pairs) }
 
+  # One fetch call for one thread: the job it served (queue, tenant, job, entry, ...), or nil.
   def fetch_once
-    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, false, Sidekiq::FairTenant::FairFetch.fetch_args("fair")) }
+    want = Sidekiq::FairTenant::FairFetch::Batch::Want.new(%w[fair], false, Thread.current)
+    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).first.first }
   end
 
   # {command => calls} run by the block (script calls and the commands they ran).

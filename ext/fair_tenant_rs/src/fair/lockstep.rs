@@ -126,8 +126,9 @@ enum Op {
     /// One push call: (tenant, scope or none) per job, a custom key's job with its class's limit (the
     /// classes sharing a key may carry different limits: the scope's, or one more).
     Push(Vec<(usize, Option<(usize, usize)>)>),
-    /// A fetch by a process, its in-flight jobs at these positions acknowledged in the same call.
-    Fetch(usize, Vec<usize>),
+    /// A fetch by a process for this many waiting threads (a batch), its in-flight jobs at these positions
+    /// acknowledged in the same call.
+    Fetch(usize, Vec<usize>, usize),
     Ack(usize, Vec<usize>),
     Requeue(usize, Vec<usize>),
     /// A process taken for dead: its in-flight jobs back to their tenants, those at these positions to
@@ -168,7 +169,11 @@ fn random_op(rng: &mut Rng, world: &World) -> Op {
                 })
                 .collect(),
         ),
-        30..=59 => Op::Fetch(rng.below(PROCESSES), picks(rng)),
+        30..=59 => Op::Fetch(
+            rng.below(PROCESSES),
+            picks(rng),
+            [1, 1, 1, 2, 3, 5][rng.below(6)],
+        ),
         60..=71 => Op::Ack(rng.below(PROCESSES), vec![rng.below(8)]),
         72..=79 => Op::Requeue(rng.below(PROCESSES), vec![rng.below(8)]),
         80..=85 => Op::Recover {
@@ -483,8 +488,8 @@ impl<'a> Lockstep<'a> {
                 }
                 let _: i64 = inv.invoke(self.con).unwrap();
             }
-            Op::Fetch(p, picks) => {
-                let p = *p;
+            Op::Fetch(p, picks, wants) => {
+                let (p, wants) = (*p, *wants);
                 self.comes_back(p);
                 let acks = self.picked(p, picks);
                 let identity = self.identity(p);
@@ -493,14 +498,16 @@ impl<'a> Lockstep<'a> {
                     .key(fair::weights_key())
                     .key(fair::registry_key())
                     .key(fair::recovered_key(&identity))
-                    .arg("0")
                     .arg(&identity)
                     .arg(acks.len());
                 for (entry, job) in &acks {
                     inv.arg(entry).arg(self.timing(*job));
                 }
                 let mode = if self.world.time { "time" } else { "" };
-                inv.arg(&base).arg(QUEUE).arg(mode);
+                inv.arg(1).arg(&base).arg(QUEUE).arg(mode);
+                for _ in 0..wants {
+                    inv.arg("0");
+                }
                 let reply: Value = inv.invoke(self.con).unwrap();
                 let time = self.world.time;
                 let done: Vec<(u64, Option<f64>)> = (acks.iter())
@@ -508,59 +515,49 @@ impl<'a> Lockstep<'a> {
                     .collect();
                 self.model.finish_together(&done);
                 self.forget_inflight(p, &acks);
-                let lua = match reply {
-                    Value::Array(items) if items.len() == 8 => {
-                        let tenant = text(&items[1]).unwrap();
-                        // The job crosses once: at the end of its entry.
-                        assert_eq!(items[2], Value::Nil, "the job is in its entry only");
-                        let job = match &items[3] {
-                            Value::BulkString(b) => jid_of(b),
-                            other => panic!("an entry: {other:?}"),
-                        };
-                        let entry = text(&items[3]).unwrap();
-                        let held = text(&items[4]).unwrap();
-                        let (charged, member) =
-                            (text(&items[6]).unwrap(), text(&items[7]).unwrap());
-                        if !charged.is_empty() {
-                            self.timings.insert(job, (charged, member));
-                        }
-                        Some((tenant, job, entry, held))
-                    }
-                    Value::Nil => None,
-                    Value::Int(ms) => {
-                        // Nothing served: the wait until a rate-capped tenant may start, as the model's.
-                        let served = self.model.pop();
-                        let due = self.model.rate_next();
-                        if served.is_some() || due != Some(ms as u64) {
-                            return Err(format!("fetch replied wait {ms} ms, model {due:?}"));
-                        }
-                        return self.compare();
-                    }
-                    other => return Err(format!("fetch replied {other:?}")),
-                };
-                let model = self.model.pop();
-                let lua_served = lua.as_ref().map(|(t, j, _, _)| (t.clone(), *j));
                 let _ = write!(
                     self.note,
-                    "acked {:?}, served {lua_served:?}",
+                    "acked {:?}, ",
                     acks.iter().map(|a| a.1).collect::<Vec<_>>()
                 );
-                if lua_served != model {
-                    return Err(format!("served: lua {lua_served:?}, model {model:?}"));
+                let Value::Array(parts) = reply else {
+                    return Err(format!("fetch replied {reply:?}"));
+                };
+                let [Value::Array(served), starved, _later, soonest, empty] = &parts[..] else {
+                    return Err(format!("fetch replied {parts:?}"));
+                };
+                if *starved != Value::Nil {
+                    return Err(format!("fetch starved on {starved:?}: nothing was adopted"));
                 }
-                if let Some((tenant, job, entry, held)) = lua {
-                    let lua_charge = self.timings.get(&job).map(|c| c.0.parse::<f64>().unwrap());
-                    if self.world.time && lua_charge != self.model.charge_of(job) {
+                // Each want served in the order as many single fetches give: the model pops once a want.
+                for item in served {
+                    let Value::Array(items) = item else {
+                        return Err(format!("a served job: {item:?}"));
+                    };
+                    self.served_one(p, items)?;
+                }
+                if served.len() < wants {
+                    // A want found nothing: neither does the model, and the wait until a rate-capped tenant
+                    // may start is the model's.
+                    if *empty != Value::Int(1) {
                         return Err(format!(
-                            "charge of {tenant}'s job {job}: lua {lua_charge:?}, model {:?}",
-                            self.model.charge_of(job)
+                            "{} of {wants} wants served, empty {empty:?}",
+                            served.len()
                         ));
                     }
-                    let holds = self.model.holds(job).then(|| job.to_string());
-                    if (!held.is_empty()).then_some(held.clone()) != holds {
-                        return Err(format!("slot taken by {tenant}'s job {job}: lua {held:?}"));
+                    let model = self.model.pop();
+                    let due = self.model.rate_next();
+                    let lua_due = match soonest {
+                        Value::Int(ms) => Some(*ms as u64),
+                        _ => None,
+                    };
+                    if model.is_some() || due != lua_due {
+                        return Err(format!(
+                            "fetch served nothing (wait {lua_due:?} ms), model {model:?} (wait {due:?})"
+                        ));
                     }
-                    self.processes[p].inflight.insert(0, (entry, job));
+                } else if *empty != Value::Int(0) {
+                    return Err(format!("every want served, empty {empty:?}"));
                 }
             }
             Op::Ack(p, picks) | Op::Requeue(p, picks) => {
@@ -933,6 +930,45 @@ impl<'a> Lockstep<'a> {
         }
     }
 
+    /// One job a fetch served (`items`: queue, tenant, job, entry, held, charged, member), against the
+    /// model's next.
+    fn served_one(&mut self, p: usize, items: &[Value]) -> Result<(), String> {
+        let [_, tenant, job, entry, held, charged, member] = items else {
+            return Err(format!("a served job: {items:?}"));
+        };
+        let tenant = text(tenant).unwrap();
+        // The job crosses once: at the end of its entry.
+        assert_eq!(*job, Value::Nil, "the job is in its entry only");
+        let job = match entry {
+            Value::BulkString(b) => jid_of(b),
+            other => panic!("an entry: {other:?}"),
+        };
+        let entry = text(entry).unwrap();
+        let held = text(held).unwrap();
+        let (charged, member) = (text(charged).unwrap(), text(member).unwrap());
+        if !charged.is_empty() {
+            self.timings.insert(job, (charged, member));
+        }
+        let model = self.model.pop();
+        let _ = write!(self.note, "served {:?} ", (&tenant, job));
+        if Some((tenant.clone(), job)) != model {
+            return Err(format!("served: lua {:?}, model {model:?}", (tenant, job)));
+        }
+        let lua_charge = self.timings.get(&job).map(|c| c.0.parse::<f64>().unwrap());
+        if self.world.time && lua_charge != self.model.charge_of(job) {
+            return Err(format!(
+                "charge of {tenant}'s job {job}: lua {lua_charge:?}, model {:?}",
+                self.model.charge_of(job)
+            ));
+        }
+        let holds = self.model.holds(job).then(|| job.to_string());
+        if (!held.is_empty()).then_some(held.clone()) != holds {
+            return Err(format!("slot taken by {tenant}'s job {job}: lua {held:?}"));
+        }
+        self.processes[p].inflight.insert(0, (entry, job));
+        Ok(())
+    }
+
     fn compare(&mut self) -> Result<(), String> {
         let (lua, model) = (self.lua_view(), self.model_view());
         if lua == model {
@@ -1056,7 +1092,7 @@ fn shrink(con: &mut Connection, world: &World, ops: &[Op], at: usize) -> (Vec<Op
 fn parts(op: &Op) -> usize {
     match op {
         Op::Push(jobs) if jobs.len() > 1 => jobs.len(),
-        Op::Fetch(_, acks) => acks.len(),
+        Op::Fetch(_, acks, _) => acks.len(),
         _ => 0,
     }
 }
@@ -1066,7 +1102,7 @@ fn without_part(op: &mut Op, i: usize) {
         Op::Push(jobs) => {
             jobs.remove(i);
         }
-        Op::Fetch(_, acks) => {
+        Op::Fetch(_, acks, _) => {
             acks.remove(i);
         }
         _ => {}
@@ -1156,22 +1192,22 @@ fn the_divergences_found_stay_fixed() {
             ),
             vec![
                 Push(vec![(1, None), (1, Some((1, 0))), (1, Some((5, 1)))]),
-                Fetch(0, vec![4, 4]),
-                Fetch(2, vec![]),
+                Fetch(0, vec![4, 4], 1),
+                Fetch(2, vec![], 1),
                 Push(vec![(3, Some((3, 0))), (0, Some((0, 0)))]),
                 Push(vec![(1, Some((4, 1))), (2, Some((4, 1)))]),
-                Fetch(0, vec![3]),
-                Fetch(1, vec![]),
-                Fetch(1, vec![3]),
-                Fetch(1, vec![4, 1]),
-                Fetch(0, vec![3, 2]),
+                Fetch(0, vec![3], 1),
+                Fetch(1, vec![], 1),
+                Fetch(1, vec![3], 1),
+                Fetch(1, vec![4, 1], 1),
+                Fetch(0, vec![3, 2], 1),
                 Push(vec![
                     (3, Some((4, 0))),
                     (2, Some((5, 0))),
                     (3, Some((4, 0))),
                 ]),
-                Fetch(1, vec![6, 1]),
-                Fetch(0, vec![3, 3]),
+                Fetch(1, vec![6, 1], 1),
+                Fetch(0, vec![3, 3], 1),
             ],
         ),
         // A woken tenant was served past its own job's elastic limit while another was ready (`turn`).
@@ -1192,9 +1228,9 @@ fn the_divergences_found_stay_fixed() {
                     (0, Some((0, 0))),
                     (1, Some((1, 0))),
                 ]),
-                Fetch(1, vec![]),
-                Fetch(2, vec![0, 0]),
-                Fetch(1, vec![0, 7]),
+                Fetch(1, vec![], 1),
+                Fetch(2, vec![0, 0], 1),
+                Fetch(1, vec![0, 7], 1),
             ],
         ),
         // Tenants woken together were counted as holders for the one served (`wake`).
@@ -1212,7 +1248,7 @@ fn the_divergences_found_stay_fixed() {
             ),
             vec![
                 Push(vec![(1, Some((4, 0))), (0, Some((0, 0))), (2, None)]),
-                Fetch(0, vec![]),
+                Fetch(0, vec![], 1),
                 Push(vec![(3, Some((3, 0)))]),
                 Push(vec![(2, None), (3, None)]),
                 Weight(3, Some(3.0)),
@@ -1221,30 +1257,30 @@ fn the_divergences_found_stay_fixed() {
                     (0, Some((4, 0))),
                     (0, Some((4, 1))),
                 ]),
-                Fetch(1, vec![]),
-                Fetch(2, vec![1]),
+                Fetch(1, vec![], 1),
+                Fetch(2, vec![1], 1),
                 Push(vec![(3, Some((4, 1)))]),
-                Fetch(2, vec![4, 0]),
-                Fetch(0, vec![]),
-                Fetch(1, vec![]),
+                Fetch(2, vec![4, 0], 1),
+                Fetch(0, vec![], 1),
+                Fetch(1, vec![], 1),
                 Push(vec![(3, Some((4, 1))), (2, Some((4, 1)))]),
-                Fetch(2, vec![6]),
+                Fetch(2, vec![6], 1),
                 Requeue(2, vec![7]),
                 Recover {
                     process: 1,
                     dead: vec![0],
                     stalled: false,
                 },
-                Fetch(1, vec![1]),
+                Fetch(1, vec![1], 1),
                 Push(vec![
                     (3, Some((4, 0))),
                     (2, Some((2, 0))),
                     (3, Some((4, 1))),
                 ]),
-                Fetch(2, vec![]),
+                Fetch(2, vec![], 1),
                 Requeue(0, vec![1]),
-                Fetch(1, vec![0]),
-                Fetch(2, vec![4]),
+                Fetch(1, vec![0], 1),
+                Fetch(2, vec![4], 1),
             ],
         ),
     ];

@@ -10,8 +10,9 @@ module Sidekiq
     # order per tenant (Native::Fair), moved to this process's in-flight list in the same script, so a job
     # is always in exactly one place in Redis. Queues that are not fair are fetched as BasicFetch does.
     #
-    # One round trip per job while work waits; when there is none, the thread blocks in BRPOP (on the fair
-    # queues' wake-up lists and the plain queues) for up to TIMEOUT seconds, as BasicFetch does.
+    # At most one round trip per job while work waits (threads that want work at the same moment share one
+    # call: Batch); when there is none, the thread blocks in BRPOP (on the fair queues' wake-up lists and the
+    # plain queues) for up to TIMEOUT seconds, as BasicFetch does.
     class FairFetch
       extend Setup
       extend Adoption
@@ -19,6 +20,7 @@ module Sidekiq
       include RateWait
       include Acks
       include Finish
+      include Serving
 
       TIMEOUT = 2
       SIG = Native::Names::SIG
@@ -38,6 +40,7 @@ module Sidekiq
         @inflight_key = Native::Fair.inflight_key(@identity)
         @keys = [@inflight_key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Native::Fair.recovered_key(@identity)]
         init_acks
+        @batch = Batch.new
         @ledger = InFlight.ledger(@inflight_key, self)
         FairFetch.background(self)
       end
@@ -90,45 +93,14 @@ module Sidekiq
         @queues.shuffle.uniq
       end
 
-      # A call that may write an entry into the in-flight list (InFlight): it ends once its unit was handed out.
+      # Threads that want a job at the same moment share one call (Batch). A call may write entries into the
+      # in-flight list (InFlight): it ends once its units were handed out, each to the thread it was served for.
       def fetch(conn, names, woken:)
-        InFlight.call(@ledger) { fetch_served(conn, names, woken) }
-      end
+        want = @batch.take(names, woken) { |wants| InFlight.call(@ledger) { serve(conn, wants) } }
+        return rate_due!(want.due) unless want.unit
 
-      def fetch_served(conn, names, woken)
-        triples = names.flat_map { |name| FairFetch.fetch_args(name) }
-        3.times do
-          reply = fetch_once(conn, woken, triples) or return nil
-          return rate_due!(reply) if reply.is_a?(Integer)
-          # Jobs to adopt: a few at once when nothing waits in fair order, else more after the job served.
-          next FairQueues.adopt(conn, reply[0], ADOPT_FIRST) if reply.size == 1
-
-          FairFetch.adopt_later(reply[0]) if reply[5].to_i == 1
-          return unit(reply)
-        end
-        nil
-      end
-
-      # One call of the fetch script, carrying the pending acknowledgements (forgotten once it returned).
-      def fetch_once(conn, woken, triples)
-        carried, plain, acks = acks_for_fetch
-        argv = [woken ? "1" : "0", @identity, acks.size / 2, *acks, *triples]
-        reply = FairQueues.run(conn, "fetch", @keys, argv)
-        acks_fetched(conn, carried, plain)
-        reply
-      end
-
-      # The unit of work of a reply that served a job (a fair queue's job is the end of its in-flight entry).
-      # Under `time` it carries its charge and its tenant's member, and the clock starts.
-      def unit(reply)
-        queue, tenant, job, entry, held, _adopt, charged, member = reply
-        HeldSlot.held!(held)
-        return PlainUnit.new("queue:#{queue}", job, self) unless tenant
-
-        timing = FairUnit.timing(queue, charged, member)
-        FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held, timing).tap do |unit|
-          InFlight.handed(@ledger, unit)
-        end
+        HeldSlot.held!(want.unit.held) if want.unit.is_a?(FairUnit)
+        want.unit
       end
 
       # Blocks until a job may be there: a wake-up token of a fair queue, a job of a plain one, or the instant

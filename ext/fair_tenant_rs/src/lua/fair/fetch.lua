@@ -1,29 +1,46 @@
--- Takes the next job from the first of the given queues that has one, in the order Sidekiq's queue
--- weights chose. From a fair queue: the next job in fair order, moved to the process's in-flight list
--- in the same step (a job is always in exactly one place). From a plain queue: RPOP, as BasicFetch.
+-- Serves the threads of one process that want a job at the same moment, in one call: for each want in
+-- turn, the next job from the first of its queues that has one (its own order of the queues: Sidekiq's
+-- weights, shuffled per thread). From a fair queue: the next job in fair order, moved to the process's
+-- in-flight list in the same step (a job is always in exactly one place). From a plain queue: RPOP, as
+-- BasicFetch. The wants are served in exactly the order as many single calls would give: the first carries
+-- the acknowledgements (and serves a tenant they woke, if its turn comes first), the tenants they woke and
+-- it did not serve rejoin the rotation before the second, and each later want is a call without any.
 -- Acknowledgements of jobs that finished since the last call come first (they ride along, so a job costs
--- one round trip: its fetch). Before both, a process missing from the registry registers again and takes
+-- a share of one round trip). Before both, a process missing from the registry registers again and takes
 -- back the copies of its recovered jobs that still wait (ensure_registered): no fetch by a process that is
 -- not registered for recovery, and none of a job the process is still running.
 -- KEYS  inflight (this process's list), weights, registry (processes with in-flight lists), recovered
 --       (copies of this process's recovered jobs)
--- ARGV  woken ("1": the caller already took a wake-up token), identity (this process), n, then n
---       acknowledgements: in-flight entry, timing pairs (timing "" unless the job's queue is fair by worker
---       time: charge_back's "<charged> <ran> <len>:<queue><member>"; entry "": a timing alone, its entry
---       dropped by a plain LREM), then base, queue, mode triples (base "" for a plain queue; mode "time"
---       or "")
--- An acknowledged job that held a concurrency slot gives it back (fair_caps.lua), and a tenant that waited
--- for it is served by this very call if its turn comes first; a served job with a slot takes it.
--- Returns {queue, tenant, job, entry, held, adopt, charged, member} (entry: what acknowledges it, the job at
--- its end; held: the jid when the job took its slot, else ""; adopt: 1 when the fair queue's `queue:<name>`
--- list holds jobs to adopt, else 0; charged (ms) and member: under `time`, what its timing names, else "";
--- from a fair queue job is false, the caller reads it from entry: a job crosses once; from a plain queue
--- tenant and entry are false), {queue} when a fair queue has nothing in fair order but jobs to adopt in
--- `queue:<name>`, or, when nothing was served, the ms until a rate-capped tenant may start (an Integer), or nil.
-local woken = ARGV[1] == '1'
-local identity = ARGV[2]
-local acks = tonumber(ARGV[3])
-if not acks then return redis.error_reply('ERR fetch: the count of acknowledgements must be a number') end -- before any write
+-- ARGV  identity (this process), n, then n acknowledgements: in-flight entry, timing pairs (timing "" unless
+--       the job's queue is fair by worker time: charge_back's "<charged> <ran> <len>:<queue><member>";
+--       entry "": a timing alone, its entry dropped by a plain LREM), then q, then q base, queue, mode triples
+--       (base "" for a plain queue; mode "time" or ""), then the wants (at most K_FETCH_BATCH), each a string:
+--       "1" when its thread already took a wake-up token, else "0", followed by the order of its queues as
+--       1-based indexes into the triples separated by commas (nothing: the order given).
+-- The wants are served until one finds nothing (the later ones would find nothing too), one finds a fair
+-- queue with nothing in fair order but jobs in `queue:<name>` to adopt, or the jobs served reach
+-- K_CALL_BYTES (a call stays bounded in bytes; each serve is bounded in turns, serve.lua).
+-- An acknowledged job that held a concurrency slot gives it back (serve.lua's release_slot), and a tenant
+-- that waited for it is served by this very call if its turn comes first; a served job takes its slot.
+-- Returns {served, starved, later, soonest, empty}: served, one {queue, tenant, job, entry, held, charged, member}
+-- per want served, in the wants' order (entry: what acknowledges the job, the job at its end, and job false:
+-- a job crosses once; held: the jid when the job took its slot, else ""; charged (ms) and member: under
+-- `time`, what its timing names, else ""; from a plain queue tenant and entry are false and job is the job);
+-- starved: the fair queue that stopped the wants, with nothing in fair order but jobs in `queue:<name>` to
+-- adopt, else false; later: the fair queues that served a job while their `queue:<name>` holds jobs to adopt;
+-- soonest: when a want found nothing, the ms until a rate-capped tenant of its queues may start, else false;
+-- empty: 1 when a want found nothing to serve (the wants after it would find nothing either), else 0 (all
+-- served, or stopped by a starved queue or by K_CALL_BYTES: the caller calls again for the rest).
+local identity = ARGV[1]
+local acks = tonumber(ARGV[2])
+local at_queues = 3 + 2 * (acks or 0)
+local queues = tonumber(ARGV[at_queues])
+local first_want = at_queues + 1 + 3 * (queues or 0)
+-- Checked before any write (Redis keeps what a failing script wrote).
+if not acks or not queues or first_want > #ARGV + 1 or #ARGV - first_want + 1 > K_FETCH_BATCH then
+  return redis.error_reply('ERR fetch: the counts of acknowledgements and queues must be numbers, and at most '
+    .. K_FETCH_BATCH .. ' wants')
+end
 local woken_by_acks = {} -- tenants a released slot woke: served by this call if their turn comes first
 
 ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
@@ -31,7 +48,7 @@ ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
 -- The acknowledgements' charges are corrected before any of their slots is released: a tenant a release
 -- wakes is noted with its tag, corrected.
 local dropped = {}
-for i = 4, 2 + 2 * acks, 2 do
+for i = 3, 1 + 2 * acks, 2 do
   local found = ARGV[i] == '' or redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 -- from the tail: the oldest
   if found and ARGV[i + 1] ~= '' then charge_back(KEYS[2], ARGV[i + 1]) end
   if found and ARGV[i] ~= '' then dropped[#dropped + 1] = ARGV[i] end
@@ -40,40 +57,80 @@ for _, entry in ipairs(dropped) do
   local _, _, at = entry_head(entry)
   if at then release_slot(entry, woken_by_acks, at) end
 end
-for i = 4 + 2 * acks, #ARGV, 3 do
-  local queue = ARGV[i + 1]
-  if ARGV[i] == '' then
-    local job = redis.call('RPOP', 'queue:' .. queue)
-    if job then
-      settle(woken_by_acks)
-      return { queue, false, job, false, '', 0 }
-    end
-  else
-    local k = fair_keys(ARGV[i], KEYS[2])
-    k.time = ARGV[i + 2] == K_FAIR_MODE_TIME
-    local tenant, job, held, charged, member = serve(k, queue, false, woken_by_acks)
-    local waiting = redis.call('LLEN', 'queue:' .. queue) > 0
-    if tenant then
-      if not woken then redis.call('RPOP', k.sig) end
-      local entry = inflight_entry(queue, tenant, job)
-      redis.call('LPUSH', KEYS[1], entry)
-      settle(woken_by_acks)
-      return { queue, tenant, false, entry, held or '', waiting and 1 or 0,
-               charged and string.format('%.17g', charged) or '', charged and member or '' }
-    elseif waiting then
-      settle(woken_by_acks)
-      return { queue }
+
+-- The queues, each read once a call: its keys, and whether `queue:<name>` holds jobs (for a fair queue).
+local listed = {}
+for i = 1, queues do
+  local at = at_queues + 3 * i - 2
+  local q = { base = ARGV[at], name = ARGV[at + 1] }
+  if q.base ~= '' then
+    q.k = fair_keys(q.base, KEYS[2])
+    q.k.time = ARGV[at + 2] == K_FAIR_MODE_TIME
+  end
+  listed[i] = q
+end
+local function waiting(q)
+  if q.waiting == nil then q.waiting = redis.call('LLEN', 'queue:' .. q.name) > 0 end
+  return q.waiting
+end
+
+-- One want: its queues in its order; returns the served job's reply, or nil and the starved queue.
+local function serve_want(woken, order)
+  for index in order:gmatch('%d+') do
+    local q = listed[tonumber(index)]
+    if not q then return nil end
+    if not q.k then
+      local job = redis.call('RPOP', 'queue:' .. q.name)
+      if job then return { q.name, false, job, false, '', '', '' } end
+    else
+      q.k.put_back = 0 -- each want bounded as a single call is (serve)
+      local tenant, job, held, charged, member = serve(q.k, q.name, false, woken_by_acks)
+      if tenant then
+        if not woken then redis.call('RPOP', q.k.sig) end
+        local entry = inflight_entry(q.name, tenant, job)
+        redis.call('LPUSH', KEYS[1], entry)
+        q.served = true
+        return { q.name, tenant, false, entry, held or '', charged and string.format('%.17g', charged) or '',
+                 charged and member or '' }
+      elseif waiting(q) then
+        return nil, q.name
+      end
     end
   end
+  return nil
+end
+
+local all = {}
+for i = 1, queues do all[i] = i end
+all = table.concat(all, ',')
+local served, starved, bytes, unserved = {}, false, 0, false
+for i = first_want, #ARGV do
+  local order = ARGV[i]:sub(2)
+  local reply
+  reply, starved = serve_want(ARGV[i]:sub(1, 1) == '1', order == '' and all or order)
+  settle(woken_by_acks) -- the first want's: the tenants its acknowledgements woke and it did not serve
+  if not reply then
+    unserved = order == '' and all or order
+    break
+  end
+  served[#served + 1] = reply
+  bytes = bytes + #(reply[4] or reply[3])
+  if bytes >= K_CALL_BYTES then break end
 end
 settle(woken_by_acks)
--- Nothing served: how long until a rate-capped tenant of these queues may start (ms), so an idle fetcher
+starved = starved or false
+local later = {}
+for _, q in ipairs(listed) do
+  if q.served and waiting(q) then later[#later + 1] = q.name end
+end
+-- A want not served: how long until a rate-capped tenant of its queues may start (ms), so an idle fetcher
 -- does not sleep past it; else false.
 local soonest = false
-for i = 4 + 2 * acks, #ARGV, 3 do
-  if ARGV[i] ~= '' then
-    local due = rate_next(fair_keys(ARGV[i], KEYS[2]))
+if unserved and not starved then
+  for index in unserved:gmatch('%d+') do
+    local q = listed[tonumber(index)]
+    local due = q and q.k and rate_next(q.k)
     if due and (not soonest or due < soonest) then soonest = due end
   end
 end
-return soonest
+return { served, starved, later, soonest, unserved and 1 or 0 }

@@ -49,9 +49,9 @@ module Sidekiq
             ledger.mutex.synchronize { ledger.calls.delete(token) } if token
           end
 
-          # `unit` was handed to the current thread.
-          def handed(ledger, unit)
-            ledger.mutex.synchronize { ledger.handed[unit] = Thread.current }
+          # `unit` was handed to `thread`.
+          def handed(ledger, unit, thread = Thread.current)
+            ledger.mutex.synchronize { ledger.handed[unit] = thread }
           end
 
           # `unit` was acknowledged (its acknowledgement pending, Acks) or requeued.

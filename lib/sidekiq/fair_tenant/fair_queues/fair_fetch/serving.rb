@@ -1,0 +1,64 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # The fetch script's calls for the wants of one Batch: what each thread is handed.
+      module Serving
+        STARVED_CALLS = 3
+
+        private
+
+        # Calls until every want is served or one found nothing. Jobs to adopt: a few at once when a fair queue
+        # has nothing in fair order (at most STARVED_CALLS calls), else more after the jobs served.
+        def serve(conn, wants)
+          starved = 0
+          until wants.empty?
+            served, starved_queue, later, soonest, empty = fetch_once(conn, wants)
+            wants = handed(wants, served, later)
+            return wants.each { |want| want.due = soonest } if empty == 1
+            next unless starved_queue # (else stopped at CALL_BYTES: the next call serves the rest)
+            return if (starved += 1) >= STARVED_CALLS
+
+            FairQueues.adopt(conn, starved_queue, ADOPT_FIRST)
+          end
+        end
+
+        # Each served job to its want's thread, in order; the wants left.
+        def handed(wants, served, later)
+          served.zip(wants) { |reply, want| want.unit = unit(reply, want.thread) }
+          later.each { |queue| FairFetch.adopt_later(queue) }
+          wants.drop(served.size)
+        end
+
+        # One call of the fetch script for `wants`, carrying the pending acknowledgements (forgotten once it
+        # returned). Each want names its order of the queues (Sidekiq's weights, shuffled per thread).
+        def fetch_once(conn, wants)
+          carried, plain, acks = acks_for_fetch
+          queues = wants.flat_map(&:names).uniq
+          index = queues.each_with_index.to_h
+          orders = wants.map do |want|
+            (want.woken ? "1" : "0") + (want.names == queues ? "" : want.names.map { |name| index[name] + 1 }.join(","))
+          end
+          argv = [@identity, acks.size / 2, *acks, queues.size, *queues.flat_map { |name| FairFetch.fetch_args(name) },
+                  *orders]
+          reply = FairQueues.run(conn, "fetch", @keys, argv)
+          acks_fetched(conn, carried, plain)
+          reply
+        end
+
+        # The unit of work of a served job (a fair queue's job is the end of its in-flight entry), handed to
+        # `thread`. Under `time` it carries its charge and its tenant's member, and the clock starts.
+        def unit(reply, thread)
+          queue, tenant, job, entry, held, charged, member = reply
+          return PlainUnit.new("queue:#{queue}", job, self) unless tenant
+
+          timing = FairUnit.timing(queue, charged, member)
+          FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held, timing).tap do |unit|
+            InFlight.handed(@ledger, unit, thread)
+          end
+        end
+      end
+    end
+  end
+end
