@@ -22,6 +22,7 @@ while not full() do
   moved, bytes = moved + 1, bytes + #job
   if #job > largest then largest = #job end
 end
+count_taken(k)
 while not full() do
   local tenant = redis.call('SRANDMEMBER', k.paused)
   if not tenant then break end

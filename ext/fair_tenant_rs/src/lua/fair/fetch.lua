@@ -86,7 +86,7 @@ local function serve_want(woken, order)
       q.k.put_back = 0 -- each want bounded as a single call is (serve)
       local tenant, job, held, charged, member = serve(q.k, q.name, false, woken_by_acks)
       if tenant then
-        if not woken then redis.call('RPOP', q.k.sig) end
+        if not woken then q.tokens = (q.tokens or 0) + 1 end -- taken once a call
         local entry = inflight_entry(q.name, tenant, job)
         redis.call('LPUSH', KEYS[1], entry)
         q.served = true
@@ -121,6 +121,8 @@ settle(woken_by_acks)
 starved = starved or false
 local later = {}
 for _, q in ipairs(listed) do
+  if q.k then count_taken(q.k) end
+  if q.tokens then redis.call('RPOP', q.k.sig, q.tokens) end -- the wake-up tokens of the wants not woken
   if q.served and waiting(q) then later[#later + 1] = q.name end
 end
 -- A want not served: how long until a rate-capped tenant of its queues may start (ms), so an idle fetcher

@@ -467,6 +467,13 @@ local function pass_on(k, list, entry)
   wake(slot, nil, true)
 end
 
+-- A tenant's weight as a serving call reads it: no lookup at all while nobody set a weight (whether anybody
+-- did is read once a call, into `k`).
+local function call_weight(k, tenant, queue)
+  if k.weighted == nil then k.weighted = redis.call('EXISTS', k.weights) == 1 end
+  return k.weighted and weight(k.weights, tenant, queue) or 1
+end
+
 -- One turn of a tenant: its oldest job, if it can take its slot; the virtual time moves to `start` and the
 -- tenant's next job starts at start + 1 / weight (`k.time`: start + its charge in seconds / weight, time.lua),
 -- in `ready`, or held back when that job's scope is now full. A paused tenant or an emptied list leaves
@@ -474,7 +481,7 @@ end
 -- the tenant gave no job.
 local function turn(k, queue, tier, member, start, uncapped, known)
   local tenant = member_tenant(member)
-  local w = weight(k.weights, tenant, queue)
+  local w = call_weight(k, tenant, queue)
   local list = k.prefix .. tenant
   local job = w > 0 and redis.call('LPOP', list) or false
   if w == 0 then
@@ -553,8 +560,15 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     end
     redis.call('ZADD', k.fin, finish, tenant)
   end
-  redis.call('HINCRBY', k.state, K_STATE_N, -1)
+  k.taken = (k.taken or 0) + 1 -- the backlog's count, written once a call (count_taken)
   return tenant, job, slot and slot.jid, charged, member
+end
+
+-- The jobs this call's turns took off the queue's backlog, off its count (one write a call). Every caller of
+-- `serve` calls it before it returns.
+local function count_taken(k)
+  if (k.taken or 0) > 0 then redis.call('HINCRBY', k.state, K_STATE_N, -k.taken) end
+  k.taken = 0
 end
 
 -- The tenant woken by this call's acknowledgements, if its turn comes before every ready tenant's: it is
@@ -592,7 +606,10 @@ end
 -- caps, capped tenants included (draining). `woken`: tenants this call's acknowledgements woke (wake).
 -- Returns tenant, job, the jid whose slot was taken (or nil); nil when none.
 local function serve(k, queue, uncapped, woken)
-  rate_wake(k, uncapped)
+  if not k.rate_woken then -- once a call: a tenant held by this call is due later than now
+    k.rate_woken = true
+    rate_wake(k, uncapped)
+  end
   if woken and #woken > 0 then
     local tenant, job, jid, charged, member = woken_turn(k, queue, woken)
     if tenant then return tenant, job, jid, charged, member end
