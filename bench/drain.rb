@@ -2,6 +2,8 @@
 
 require_relative "redis_counters"
 require_relative "drain_app"
+require_relative "batch_sizes"
+require_relative "drain_table"
 
 # The drain table of bin/bench: a real `sidekiq -c 10` draining no-op jobs with BasicFetch and with FairFetch, a
 # private redis-server per round, the two taking turns round by round; per cell the median of ROUNDS rounds of
@@ -15,6 +17,7 @@ module DrainBench
               [200_000, Integer(ENV.fetch("DRAIN_JOBS_LARGE", "1000"))]].freeze
   TENANT_COUNTS = [50, 10_000].freeze
   MODES = %i[basic fair].freeze
+  FIELDS = %i[rate cpu_us commands server_us batch_mean batch_p95].freeze
   BULK_BYTES = 1_000_000 # per push_bulk call
   DEADLINE = 900
 
@@ -33,7 +36,7 @@ module DrainBench
     sidekiq = boot(mode, server, redis)
     result = push_and_wait(redis, sidekiq, jobs) { push(pool, filler(bytes), jobs, tenants) }
     sidekiq.stop
-    result
+    result.merge(BatchSizes.read(redis))
   ensure
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
     redis&.close
@@ -100,30 +103,11 @@ module DrainBench
         MODES.rotate(r).each { |mode| rounds[mode] << round(mode, bytes, jobs, tenants) }
       end
       cell = MODES.to_h do |mode|
-        [mode, %i[rate cpu_us commands server_us].to_h { |f| [f, median(rounds[mode].map { |x| x[f] })] }]
+        [mode, FIELDS.to_h { |f| [f, median(rounds[mode].map { |x| x[f] })] }]
       end
       [[bytes, tenants], cell.merge(jobs: jobs, tenants_with_jobs: [jobs, tenants].min)]
     end
   end
 
-  def print(table)
-    puts
-    puts "  real sidekiq -c 10 draining no-op jobs (one INCR each), BasicFetch vs FairFetch, a private redis-server " \
-         "per round, median of #{ROUNDS} alternating rounds; per job: Redis CPU (used_cpu_user+sys), Redis commands"
-    puts "  (inside scripts included), server us (commandstats usec), pushes + fetches + acks + the job's INCR:"
-    puts format("  %-7s %8s %7s | %-24s | %-22s | %-22s | %-22s", "payload", "tenants", "jobs", "jobs/s basic fair x",
-                "CPU us basic fair x", "cmds basic fair x", "server us basic fair x")
-    table.each do |(bytes, tenants), cell|
-      b = cell[:basic]
-      f = cell[:fair]
-      cols = %i[rate cpu_us commands server_us].map do |k|
-        format(k == :rate ? "%7.0f %7.0f %6.2fx" : "%6.1f %6.1f %6.2fx", b[k], f[k], f[k] / b[k])
-      end
-      puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s", "#{bytes / 1000} KB",
-                  tenants == cell[:tenants_with_jobs] ? tenants : "#{cell[:tenants_with_jobs]}*", cell[:jobs], *cols)
-    end
-    return unless table.any? { |(_, tenants), cell| cell[:tenants_with_jobs] < tenants }
-
-    puts "  * fewer tenants than asked: one job per tenant at most (raise DRAIN_JOBS_LARGE for more)"
-  end
+  def print(table) = DrainTable.print(table)
 end

@@ -7,3 +7,11 @@ require_relative "perform_app"
 class BenchDrainJob < BenchNoopJob
   def self.fair_tenant(_index, tenant, *) = tenant
 end
+
+# The sizes of this process's fetch calls (threads served a call), left in Redis when it stops for bin/bench.
+Sidekiq.configure_server do |config|
+  config.on(:shutdown) do
+    sizes = Sidekiq::FairTenant::FairFetch::Batch.sizes
+    Sidekiq.redis { |conn| conn.call("HSET", "bench:batches", *sizes.flatten) } unless sizes.empty?
+  end
+end

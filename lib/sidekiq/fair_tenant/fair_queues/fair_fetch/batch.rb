@@ -19,6 +19,15 @@ module Sidekiq
         # `names`: the thread's order of its queues; `woken`: it took a wake-up token. `unit`: the job handed to
         # it, or nil; `due`: when nothing was, the ms until a rate-capped tenant may start; `error`: the call's.
         Want = Struct.new(:names, :woken, :thread, :state, :unit, :due, :error)
+        @sizes = Hash.new(0)
+        @sizes_mutex = Mutex.new
+
+        # How many calls of this process served how many threads ({size => calls}): what bin/bench prints.
+        def self.sizes = @sizes_mutex.synchronize { @sizes.dup }
+
+        def self.counted(size)
+          @sizes_mutex.synchronize { @sizes[size] += 1 }
+        end
 
         def initialize
           @mutex = Mutex.new
@@ -54,7 +63,7 @@ module Sidekiq
             return nil if want.state == :done
 
             @calling = true
-            @queued.shift(MAX).each { |taken| taken.state = :taken }
+            @queued.shift(MAX).each { |taken| taken.state = :taken }.tap { |taken| Batch.counted(taken.size) }
           end
         end
 

@@ -1,0 +1,30 @@
+# frozen_string_literal: true
+
+# The drain table's lines (bench/drain.rb's figures).
+module DrainTable
+  module_function
+
+  def print(table)
+    puts
+    puts "  real sidekiq -c 10 draining no-op jobs (one INCR each), BasicFetch vs FairFetch, a private redis-server " \
+         "per round, median of #{DrainBench::ROUNDS} alternating rounds; per job: Redis CPU (used_cpu_user+sys), " \
+         "Redis commands"
+    puts "  (inside scripts included), server us (commandstats usec), pushes + fetches + acks + the job's INCR:"
+    puts format("  %-7s %8s %7s | %-24s | %-22s | %-22s | %-22s | %s", "payload", "tenants", "jobs",
+                "jobs/s basic fair x", "CPU us basic fair x", "cmds basic fair x", "server us basic fair x",
+                "threads a fetch call: mean p95")
+    table.each do |(bytes, tenants), cell|
+      b = cell[:basic]
+      f = cell[:fair]
+      cols = %i[rate cpu_us commands server_us].map do |k|
+        format(k == :rate ? "%7.0f %7.0f %6.2fx" : "%6.1f %6.1f %6.2fx", b[k], f[k], f[k] / b[k])
+      end
+      puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s | %4.1f %3d", "#{bytes / 1000} KB",
+                  tenants == cell[:tenants_with_jobs] ? tenants : "#{cell[:tenants_with_jobs]}*", cell[:jobs], *cols,
+                  f[:batch_mean], f[:batch_p95])
+    end
+    return unless table.any? { |(_, tenants), cell| cell[:tenants_with_jobs] < tenants }
+
+    puts "  * fewer tenants than asked: one job per tenant at most (raise DRAIN_JOBS_LARGE for more)"
+  end
+end
