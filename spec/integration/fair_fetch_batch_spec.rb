@@ -135,6 +135,24 @@ RSpec.describe "Fair fetch: threads that wait at the same moment share one call"
     expect(waiting("acme")).to eq(jids.drop(2)) # jids[2] back in front of jids[3]
   end
 
+  it "adopts jobs pushed straight to queue:fair for the threads of a call that found nothing in fair order" do
+    jids = Array.new(3) { |i| "raw#{i}" }
+    jids.each do |jid|
+      redis.lpush("queue:fair",
+                  JSON.generate("class" => "BatchedJob", "args" => ["acme", jid], "jid" => jid, "queue" => "fair"))
+    end
+    batch = batch_class.new
+    gate = Queue.new
+    first = taker(batch, gate)
+    until_true { batch.instance_variable_get(:@calling) }
+    rest = Array.new(2) { taker(batch, gate) }
+    until_true { queued(batch).size == 2 }
+    2.times { gate << true }
+    served = [first, *rest].map { |thread| jid(thread.value.unit.job) }
+    expect(served).to match_array(jids)
+    expect(listed).to match_array(jids)
+  end
+
   it "raises a failed call's error in every thread it was made for" do
     BatchedJob.perform_async("acme", 0)
     batch = batch_class.new

@@ -110,7 +110,7 @@ for i = first_want, #ARGV do
   reply, starved = serve_want(ARGV[i]:sub(1, 1) == '1', order == '' and all or order)
   settle(woken_by_acks) -- the first want's: the tenants its acknowledgements woke and it did not serve
   if not reply then
-    unserved = order == '' and all or order
+    if not starved then unserved = order == '' and all or order end
     break
   end
   served[#served + 1] = reply
