@@ -260,7 +260,7 @@ RSpec.describe "Sidekiq's API on a fair queue" do
       expect(queue.latency).to be_within(5).of(100)
       page = Sidekiq::FairTenant.fair_stats.queue("fair")[:page]
       expect(page.to_h { |row| [row[:tenant], row[:oldest_age]] }).to match("acme" => be_within(5).of(20),
-                                                                              "beta" => be_within(5).of(100))
+                                                                            "beta" => be_within(5).of(100))
       fetch.retrieve_work # beta's
       expect(queue.latency).to be_within(5).of(20)
     end
