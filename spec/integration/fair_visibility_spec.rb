@@ -249,6 +249,22 @@ RSpec.describe "Sidekiq's API on a fair queue" do
       expect(queue.find_job(paused_jid).args).to eq(["paused", 0, 0])
     end
 
+    it "is the oldest waiting job's age once a tenant's oldest job ran (serving does not read the next job)" do
+      push("acme", 0, age: 300)
+      push("acme", 1, age: 20)
+      push("beta", 0, age: 100)
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      expect(JSON.parse(fetch.retrieve_work.job)["args"]).to eq(["acme", 0, 0])
+      # heads keeps the time acme had (no later than its next job's); latency and stats read the head job.
+      expect(Time.now.to_f - redis.zscore("#{base}heads", "acme")).to be_within(5).of(300)
+      expect(queue.latency).to be_within(5).of(100)
+      page = Sidekiq::FairTenant.fair_stats.queue("fair")[:page]
+      expect(page.to_h { |row| [row[:tenant], row[:oldest_age]] }).to match("acme" => be_within(5).of(20),
+                                                                            "beta" => be_within(5).of(100))
+      fetch.retrieve_work # beta's
+      expect(queue.latency).to be_within(5).of(20)
+    end
+
     it "counts a tenant set to weight 0 that has not left the rotation yet as paused" do
       push("later", 0, age: 100)
       push("now", 0, age: 10)

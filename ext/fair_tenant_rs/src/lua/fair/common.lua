@@ -9,7 +9,10 @@
 --   fin    ZSET   tenants that went idle, scored by their finish tag; pruned once v passes it
 --   paused SET    backlogged tenants of weight 0
 --   sig    LIST   wake-up tokens for idle fetchers (at most `cap`)
---   heads  ZSET   tenant -> enqueue time (s) of its oldest waiting job: the queue's latency
+--   heads  ZSET   tenant -> enqueue time (s) of its oldest waiting job when it was written (activation, a
+--                 job put back in front, a delete), or of a job it had before: serving does not read the
+--                 next job, so the time is never later than the oldest's; readers read the head job where
+--                 they need the exact time (head_time: latency, stats)
 --   capped ZSET   tenants out of the rotation: their next job's concurrency scope is full (a static cap);
 --                 member and score as in ready (fair_caps.lua)
 --   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
@@ -69,6 +72,13 @@ local function job_time(job)
   if t then return t end
   local now = redis.call('TIME')
   return tonumber(now[1]) + tonumber(now[2]) / 1e6
+end
+
+-- The exact enqueue time of a tenant's oldest waiting job (its head job read: `heads` may hold an older one),
+-- or `known` when its list is empty.
+local function head_time(k, tenant, known)
+  local head = redis.call('LINDEX', k.prefix .. tenant, 0)
+  return head and job_time(head) or known
 end
 
 -- One job to the back of its tenant's list (enqueued at `time`, nil: read from the job); the tenant

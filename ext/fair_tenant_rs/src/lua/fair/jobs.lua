@@ -1,6 +1,6 @@
 -- A page of a fair queue's waiting jobs, for Sidekiq's API (Queue#each) and its Web queue page: tenants in
--- the order of their oldest waiting job (`heads`: by enqueue time, then by name), each tenant's jobs oldest
--- first. A walk goes on from the cursor the previous call returned; a call looks at no more than `steps`
+-- the order of `heads` (by enqueue time, then by name: each tenant's oldest waiting job's when written, or a
+-- job's it had before, serving does not read the next job), each tenant's jobs oldest first. A walk goes on from the cursor the previous call returned; a call looks at no more than `steps`
 -- tenants and returns no more than `max` jobs, and no more than K_CALL_BYTES of them past the first (a page
 -- cut short by bytes returns its cursor: the caller goes on from it).
 -- KEYS  (none)

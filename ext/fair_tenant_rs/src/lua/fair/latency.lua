@@ -2,8 +2,8 @@
 -- autoscalers read): tenants from `heads`, oldest job first, passing over paused ones (in `paused`, or of
 -- weight 0 and not moved there yet), ones held back by a static cap (in `capped`) and ones waiting for a rate
 -- window (in `rated`, or whose next job's window is full). Tenants over an elastic
--- cap (`over`) count: spare threads serve them. Read-only; at most `steps` tenants are passed over, then the
--- next one's time is taken. Held back means a member of `capped` among its first `read` (lowest start tags),
+-- cap (`over`) count: spare threads serve them. Read-only; at most `steps` tenants are looked at (passed over,
+-- or their head job read), then the oldest time seen is taken. Held back means a member of `capped` among its first `read` (lowest start tags),
 -- or, when it has more, a tenant whose next job's static scope is full.
 -- KEYS  weights
 -- ARGV  base, queue, steps, read
@@ -35,17 +35,23 @@ local function held(tenant)
     and redis.call('ZCOUNT', slot.holders, now_ms(), '+inf') >= effective_limit(slot.limits, slot.sub, slot.default)
 end
 
-local passed, rank = 0, 0
+-- `heads` holds, per tenant, a time no later than its oldest job's: a candidate's head job is read for the
+-- exact time, and the walk goes on while a tenant further on may still be older (its time in heads below the
+-- oldest found). Each head read counts as a step.
+local passed, rank, best = 0, 0, nil
+local function answer(t) return string.format('%.17g', t) end
 while true do
   local batch = redis.call('ZRANGE', k.heads, rank, rank + 99, 'WITHSCORES')
-  if #batch == 0 then return false end
+  if #batch == 0 then return best and answer(best) or false end
   for i = 1, #batch, 2 do
-    local tenant = batch[i]
-    if passed >= steps then return batch[i + 1] end
-    if redis.call('SISMEMBER', k.paused, tenant) == 1 or weight(k.weights, tenant, queue) == 0 or held(tenant) then
-      passed = passed + 1
-    else
-      return batch[i + 1]
+    local tenant, at_most = batch[i], tonumber(batch[i + 1])
+    if best and at_most >= best then return answer(best) end
+    if passed >= steps then return answer(best and math.min(best, at_most) or at_most) end
+    passed = passed + 1
+    if redis.call('SISMEMBER', k.paused, tenant) == 0 and weight(k.weights, tenant, queue) ~= 0
+      and not held(tenant) then
+      local exact = head_time(k, tenant, at_most)
+      if not best or exact < best then best = exact end
     end
   end
   rank = rank + #batch / 2

@@ -533,9 +533,11 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   redis.call('HSET', k.state, K_STATE_V, start)
   local charged = k.time and estimate(k, tenant)
   local finish = start + (charged and charged / 1000 or 1) / w
-  local next_job = redis.call('LINDEX', list, 0)
-  if next_job then
-    local next_slot = slot and slot_of(next_job)
+  -- The next job is not read (its bytes would cross into Lua): whether there is one is its list's length, and
+  -- its scope is read only when this job took a slot. Its enqueue time is not either: `heads` keeps the time
+  -- the tenant had, which is no later than its next job's (readers read the head job where they need it).
+  if redis.call('LLEN', list) > 0 then
+    local next_slot = slot and slot_of(redis.call('LINDEX', list, 0))
     if next_slot and same_scope(slot, next_slot) and running >= limit then
       hold_back(k, queue, tier, member, finish, next_slot, limit, running)
     else
@@ -545,7 +547,6 @@ local function turn(k, queue, tier, member, start, uncapped, known)
       end
       redis.call('ZADD', k.ready, finish, member)
     end
-    redis.call('ZADD', k.heads, job_time(next_job), tenant)
   else
     forget_entry()
     redis.call('ZREM', tier, member)

@@ -1,4 +1,5 @@
--- One page of a fair queue's waiting tenants, oldest waiting job first, and its capped tenants.
+-- One page of a fair queue's waiting tenants in `heads` order (oldest waiting job first, as far as heads knows:
+-- serving does not read a tenant's next job), each with its oldest job's exact time, and its capped tenants.
 -- KEYS  weights
 -- ARGV  base, queue, offset, limit, capped (most capped tenants listed; default 50), rated (most rate-held
 --       tenants listed; default 0)
@@ -23,7 +24,8 @@ local page = redis.call('ZRANGE', k.heads, offset, offset + limit - 1, 'WITHSCOR
 for i = 1, #page, 2 do
   local tenant = page[i]
   local w = redis.call('HMGET', KEYS[1], tenant .. K_WEIGHT_SEPARATOR .. queue, tenant)
-  rows[#rows + 1] = { tenant, page[i + 1], redis.call('LLEN', k.prefix .. tenant), w[1] or w[2] or false,
+  local oldest = string.format('%.17g', head_time(k, tenant, tonumber(page[i + 1]))) -- (heads: at most it)
+  rows[#rows + 1] = { tenant, oldest, redis.call('LLEN', k.prefix .. tenant), w[1] or w[2] or false,
                       redis.call('SISMEMBER', k.paused, tenant), redis.call('HGET', k.runtimes, tenant) }
 end
 
