@@ -31,9 +31,9 @@ module Conservation
     include SlotChecks
     include Checks
 
-    WEIGHTS = { push: 22, fetch: 26, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2, lapse: 3,
-                beat: 4, sweep: 5, sweep_cut: 2, time_passes: 2, weight: 4, limit: 3, refused: 3, toggle_fair: 1,
-                garbage: 1, resent: 3, audit: 2, graceful_stop: 2, lease_time_passes: 2 }.freeze
+    WEIGHTS = { push: 22, fetch: 20, fetch_batch: 6, finish: 18, requeue: 3, flush: 3, crash: 2, start_process: 2,
+                lapse: 3, beat: 4, sweep: 5, sweep_cut: 2, time_passes: 2, weight: 4, limit: 3, refused: 3,
+                toggle_fair: 1, garbage: 1, resent: 3, audit: 2, graceful_stop: 2, lease_time_passes: 2 }.freeze
     KINDS = WEIGHTS.flat_map { |kind, weight| [kind] * weight }.freeze
     HISTORY = (ENV["CONSERVATION_HISTORY"] || 20).to_i
     # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.

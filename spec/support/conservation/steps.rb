@@ -64,6 +64,48 @@ module Conservation
       hold(process, unit, pending)
     end
 
+    # Several threads of one process fetch at the same moment: FairFetch::Batch serves them with shared calls
+    # (the first carries the pending acknowledgements). Each unit then runs in this thread, as a single fetch's.
+    def fetch_batch(process = fetching.sample(random: rng))
+      return "fetch batch: no process" unless process
+      return "fetch batch #{process.identity}: stopping, fetches nothing" if process.stopping
+
+      pending = process.pending.dup
+      results = batch_results(process, 2 + rng.rand(4))
+      failed = results.find { |result| result.is_a?(Exception) }
+      confirm_acks(process, pending, failed: failed)
+      lines = results.filter_map { |result| batch_unit(process, *result, pending) unless result.is_a?(Exception) }
+      raise failed if failed
+
+      @notes[:batched] += lines.size if lines.size > 1
+      "fetch batch of #{results.size} on #{process.identity}: #{lines.size} served#{": " unless lines.empty?}" \
+        "#{lines.map { |line| line.split(": ", 2).last }.join(", ")}"
+    end
+
+    # [unit or nil, the slot note its thread was left] per thread, or the error its fetch raised.
+    def batch_results(process, count)
+      gate = Queue.new
+      threads = Array.new(count) do
+        Thread.new do
+          gate.pop
+          [process.fetcher.retrieve_work, Thread.current[Sidekiq::FairTenant::HeldSlot::KEY]]
+        rescue StandardError => e
+          e
+        end
+      end
+      count.times { gate << true }
+      threads.map(&:value)
+    end
+
+    def batch_unit(process, unit, held_jid, carried)
+      return nil unless unit
+
+      ledger = Sidekiq::FairTenant::FairFetch::InFlight.ledger(process.fetcher.inflight_key)
+      Sidekiq::FairTenant::FairFetch::InFlight.handed(ledger, unit) if unit.respond_to?(:entry) # runs here now
+      Thread.current[Sidekiq::FairTenant::HeldSlot::KEY] = held_jid
+      hold(process, unit, carried)
+    end
+
     # `carried`: the acknowledgements the fetch carried.
     def hold(process, unit, carried)
       id = RedisView.id_of(unit.job)
