@@ -18,7 +18,9 @@ module Sidekiq
         MAX = Native::Names::FETCH_BATCH
         # `names`: the thread's order of its queues; `woken`: it took a wake-up token. `unit`: the job handed to
         # it, or nil; `due`: when nothing was, the ms until a rate-capped tenant may start; `error`: the call's.
-        Want = Struct.new(:names, :woken, :thread, :state, :unit, :due, :error)
+        # `turn`: signalled when a call served it or it became the first of the queue (each thread is woken only
+        # for its own turn: a broadcast would wake every waiting thread after every call).
+        Want = Struct.new(:names, :woken, :thread, :state, :unit, :due, :error, :turn)
         @sizes = Hash.new(0)
         @sizes_mutex = Mutex.new
 
@@ -31,7 +33,6 @@ module Sidekiq
 
         def initialize
           @mutex = Mutex.new
-          @turn = ConditionVariable.new
           @queued = []
           @calling = false
         end
@@ -39,7 +40,7 @@ module Sidekiq
         # The current thread's Want once a call served it (its unit nil when nothing was there). The block
         # makes one call for the Wants it is given and sets each one's unit (or due).
         def take(names, woken, &call)
-          want = Want.new(names, woken, Thread.current, :queued)
+          want = Want.new(names, woken, Thread.current, :queued, nil, nil, nil, ConditionVariable.new)
           @mutex.synchronize { @queued << want }
           while (wants = lead_or_wait(want))
             lead(wants, &call)
@@ -59,7 +60,7 @@ module Sidekiq
         # a call served this want.
         def lead_or_wait(want)
           @mutex.synchronize do
-            @turn.wait(@mutex) while want.state != :done && (@calling || !@queued.first.equal?(want))
+            want.turn.wait(@mutex) while want.state != :done && (@calling || !@queued.first.equal?(want))
             return nil if want.state == :done
 
             @calling = true
@@ -83,8 +84,13 @@ module Sidekiq
           left = @mutex.synchronize do
             @calling = false
             gone = wants.select { |want| want.state == :gone }
-            wants.each { |want| want.state = :done unless want.state == :gone }
-            @turn.broadcast
+            wants.each do |want|
+              next if want.state == :gone
+
+              want.state = :done
+              want.turn.signal
+            end
+            @queued.first&.turn&.signal
             gone
           end
           left.each { |want| give_back(want.unit) }
@@ -96,7 +102,7 @@ module Sidekiq
             @queued.delete_if { |queued| queued.equal?(want) } if want.state == :queued
             served = want.state == :done ? want.unit : nil
             want.state = :gone
-            @turn.broadcast # (the next of the queue may be first now)
+            @queued.first&.turn&.signal unless @calling # (the next of the queue may be first now)
             served
           end
           give_back(unit)
