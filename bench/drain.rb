@@ -20,6 +20,7 @@ module DrainBench
   FIELDS = %i[rate cpu_us commands server_us batch_mean batch_p95].freeze
   BULK_BYTES = 1_000_000 # per push_bulk call
   DEADLINE = 900
+  FLEET = Integer(ENV.fetch("DRAIN_FLEET", "3")) # processes of the fleet row
 
   module_function
 
@@ -28,14 +29,15 @@ module DrainBench
     Array.new((bytes / 41).clamp(1, nil)) { |n| { "id" => n, "sku" => format("item-%06d", n), "qty" => n % 7 } }
   end
 
-  # One round of one mode on its own redis-server: {rate:, cpu_us:, commands:, server_us:, by_command:}.
-  def round(mode, bytes, jobs, tenants)
+  # One round of one mode on its own redis-server, drained by `processes` sidekiq processes: {rate:, cpu_us:,
+  # commands:, server_us:, by_command:, batch_mean:, batch_p95:}.
+  def round(mode, bytes, jobs, tenants, processes = 1)
     server = RedisServer.new.start
     redis = server.redis
     pool = Sidekiq::RedisConnection.create(url: server.url, size: 2)
-    sidekiq = boot(mode, server, redis)
-    result = push_and_wait(redis, sidekiq, jobs) { push(pool, filler(bytes), jobs, tenants) }
-    sidekiq.stop
+    fleet = Array.new(processes) { boot(mode, server, redis) }
+    result = push_and_wait(redis, fleet.first, jobs) { push(pool, filler(bytes), jobs, tenants) }
+    fleet.each(&:stop)
     result.merge(BatchSizes.read(redis))
   ensure
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
@@ -49,7 +51,7 @@ module DrainBench
     env = fair ? { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" } : {}
     sidekiq = SidekiqProcess.new(redis_url: server.url, concurrency: 10, env: env,
                                  app: File.expand_path("drain_app.rb", __dir__)).start
-    wait(sidekiq) { redis.scard("processes").positive? }
+    wait(sidekiq) { redis.smembers("processes").any? { |identity| identity.include?(":#{sidekiq.pid}:") } }
     sleep 0.5 # every thread idle in its BRPOP
     Sidekiq::FairTenant.configure { |c| c.fair_queues = fair ? %w[default] : [] }
     sidekiq
@@ -106,7 +108,16 @@ module DrainBench
         [mode, FIELDS.to_h { |f| [f, median(rounds[mode].map { |x| x[f] })] }]
       end
       [[bytes, tenants], cell.merge(jobs: jobs, tenants_with_jobs: [jobs, tenants].min)]
-    end
+    end.merge(fleet_cell)
+  end
+
+  # A fleet: FLEET processes of 10 threads drain 1 KB jobs of 50 tenants ({[bytes, tenants, processes] => cell}).
+  def fleet_cell
+    jobs = PAYLOADS.first.last
+    rounds = Hash.new { |h, k| h[k] = [] }
+    ROUNDS.times { |r| MODES.rotate(r).each { |mode| rounds[mode] << round(mode, 1_000, jobs, 50, FLEET) } }
+    cell = MODES.to_h { |mode| [mode, FIELDS.to_h { |f| [f, median(rounds[mode].map { |x| x[f] })] }] }
+    { [1_000, 50, FLEET] => cell.merge(jobs: jobs, tenants_with_jobs: 50) }
   end
 
   def print(table) = DrainTable.print(table)

@@ -12,6 +12,6 @@ end
 Sidekiq.configure_server do |config|
   config.on(:shutdown) do
     sizes = Sidekiq::FairTenant::FairFetch::Batch.sizes
-    Sidekiq.redis { |conn| conn.call("HSET", "bench:batches", *sizes.flatten) } unless sizes.empty?
+    Sidekiq.redis { |conn| sizes.each { |size, calls| conn.call("HINCRBY", "bench:batches", size, calls) } }
   end
 end

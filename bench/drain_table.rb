@@ -13,18 +13,21 @@ module DrainTable
     puts format("  %-7s %8s %7s | %-24s | %-22s | %-22s | %-22s | %s", "payload", "tenants", "jobs",
                 "jobs/s basic fair x", "CPU us basic fair x", "cmds basic fair x", "server us basic fair x",
                 "threads a fetch call: mean p95")
-    table.each do |(bytes, tenants), cell|
-      b = cell[:basic]
-      f = cell[:fair]
-      cols = %i[rate cpu_us commands server_us].map do |k|
-        format(k == :rate ? "%7.0f %7.0f %6.2fx" : "%6.1f %6.1f %6.2fx", b[k], f[k], f[k] / b[k])
-      end
-      puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s | %4.1f %3d", "#{bytes / 1000} KB",
-                  tenants == cell[:tenants_with_jobs] ? tenants : "#{cell[:tenants_with_jobs]}*", cell[:jobs], *cols,
-                  f[:batch_mean], f[:batch_p95])
-    end
+    table.each { |key, cell| row(key, cell) }
     return unless table.any? { |(_, tenants), cell| cell[:tenants_with_jobs] < tenants }
 
     puts "  * fewer tenants than asked: one job per tenant at most (raise DRAIN_JOBS_LARGE for more)"
+  end
+
+  def row(key, cell)
+    bytes, tenants, processes = key
+    b, f = cell.values_at(:basic, :fair)
+    cols = %i[rate cpu_us commands server_us].map do |k|
+      format(k == :rate ? "%7.0f %7.0f %6.2fx" : "%6.1f %6.1f %6.2fx", b[k], f[k], f[k] / b[k])
+    end
+    shown = tenants == cell[:tenants_with_jobs] ? tenants.to_s : "#{cell[:tenants_with_jobs]}*"
+    puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s | %4.1f %3d%s", "#{bytes / 1000} KB", shown,
+                cell[:jobs], *cols, f[:batch_mean], f[:batch_p95],
+                processes ? "  (#{processes} processes x 10 threads)" : "")
   end
 end
