@@ -66,7 +66,7 @@ module BoundsBench
   # One fetch script call for one thread (no wait for a token): the job served, or nil.
   def fetch_once(fetch)
     want = FairFetch::Batch::Want.new([QUEUE], false, Thread.current)
-    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).first.first }
+    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).served.first }
   end
 
   FairFetch = Sidekiq::FairTenant::FairFetch
@@ -86,7 +86,7 @@ module BoundsBench
     other_job = redis.lindex("#{FairQueues.base(QUEUE)}#{Names::TENANT_LIST}#{other}", 0)
     results = {}
     results["requeue the slot holder's job (#{HELD} held on its scope)"] =
-      LongestBench.longest { fetch.finish("requeue", [served[3]]) }
+      LongestBench.longest { fetch.finish("requeue", [served.entry]) }
     results["delete a held tenant's oldest job (unwait)"] =
       LongestBench.longest { Sidekiq::FairTenant::FairBacklog.delete(QUEUE, other_job, other) }
     results["fetch + ack 100 (each wakes one)"] = LongestBench.longest { fetch_ack(fetch, 100) }
@@ -108,7 +108,7 @@ module BoundsBench
   def memory(key) = redis.call("MEMORY", "USAGE", key, "SAMPLES", "0").to_i
 
   def fetch_ack(fetch, count)
-    count.times { fetch_once(fetch)&.then { |r| fetch.finish("ack", [r[3], ""]) } }
+    count.times { fetch_once(fetch)&.then { |r| fetch.finish("ack", [r.entry, ""]) } }
   end
 
   # BIG jobs of BYTES over 10 tenants.
@@ -124,7 +124,7 @@ module BoundsBench
     replies = []
     results["fetch #{BIG} (big)"] = LongestBench.longest { BIG.times { fetch_once(fetch)&.then { |r| replies << r } } }
     results["requeue #{replies.size} in flight in one finish (big)"] =
-      LongestBench.longest { fetch.finish("requeue", replies.map { |r| r[3] }) }
+      LongestBench.longest { fetch.finish("requeue", replies.map(&:entry)) }
     results["recover a dead process (#{[BIG, 50].min} big in flight)"] =
       LongestBench.longest { LongestSetups.recover(QUEUE, [BIG, 50].min) }
     victim = redis.lindex("#{FairQueues.base(QUEUE)}#{Names::TENANT_LIST}t3", -1)

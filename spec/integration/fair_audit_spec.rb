@@ -126,7 +126,7 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
         reply = Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]) }
         steps[1] << :sent
         steps[0].pop
-        fetch.send(:unit, reply.first.first, Thread.current)
+        fetch.send(:unit, reply.served.first, Thread.current)
       end
       steps[1] << :handed
       steps[2].pop

@@ -42,7 +42,7 @@ RSpec.describe "Fair calls bounded by work" do
   # One fetch call for one thread: the job it served (queue, tenant, job, entry, ...), or nil.
   def fetch_once
     want = Sidekiq::FairTenant::FairFetch::Batch::Want.new(%w[fair], false, Thread.current)
-    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).first.first }
+    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).served.first }
   end
 
   # {command => calls} run by the block (script calls and the commands they ran).
@@ -74,8 +74,8 @@ RSpec.describe "Fair calls bounded by work" do
     end
 
     it "requeues the holder's job, its tenant found through the index: no read of the waiting set" do
-      tenant = @served[1]
-      ran = commands { fetch.finish("requeue", [@served[3]]) }
+      tenant = @served.tenant
+      ran = commands { fetch.finish("requeue", [@served.entry]) }
 
       expect(ran.keys & %w[zrange zscan zrangebyscore]).to eq([])
       expect(ran.values.sum).to be < 60
@@ -115,10 +115,10 @@ RSpec.describe "Fair calls bounded by work" do
     end
 
     it "finds the held tenant's entry by reading the scope's waiters (at most WAITING_SCAN_MAX)" do
-      fetch.finish("requeue", [@served[3]])
+      fetch.finish("requeue", [@served.entry])
 
       members = redis.zrange("#{base}#{names::READY}", 0, -1).map { |m| m[names::ACTIVATION_DIGITS..] }
-      expect(members).to include(@served[1])
+      expect(members).to include(@served.tenant)
     end
   end
 
@@ -174,7 +174,7 @@ RSpec.describe "Fair calls bounded by work" do
 
     it "puts back at most CALL_BYTES of held-back tenants' head jobs past the first in one fetch" do
       push(Array.new(4) { |i| job(i, "h#{i}", slot: shared, pad: pad) })
-      expect(fetch_once).to be_a(Array) # served: the scope (limit 1) is full now
+      expect(fetch_once).not_to be_nil # served: the scope (limit 1) is full now
       capped = "#{base}#{names::CAPPED}"
 
       expect(fetch_once).to be_nil

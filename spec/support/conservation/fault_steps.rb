@@ -36,13 +36,13 @@ module Conservation
     # A lost fetch reply: a fair job stays in the fetching process's in-flight list with nothing to run it (the
     # audit puts it back); a plain job popped by it is gone, as with Sidekiq's BasicFetch.
     def lost_reply(process, name, reply)
-      return unless name == "fetch" && reply.is_a?(Array) && reply.first.is_a?(Array)
+      return unless name == "fetch" && reply.is_a?(Array)
 
-      reply.first.each do |(_queue, tenant, job, entry)|
-        if tenant
-          process.leaked << entry.b
+      Sidekiq::FairTenant::FairFetch::FetchReply.read(reply).served.each do |served|
+        if served.entry
+          process.leaked << served.entry.b
           @notes[:stranded_by_lost_reply] += 1
-        elsif (held = @jobs[RedisView.id_of(job)])
+        elsif (held = @jobs[RedisView.id_of(served.job)])
           held.lost_ok = true # BasicFetch's RPOP: a lost reply loses the job
           @notes[:plain_lost_by_lost_reply] += 1
         end

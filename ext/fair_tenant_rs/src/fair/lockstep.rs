@@ -277,6 +277,22 @@ fn jid_of(job: &[u8]) -> u64 {
     text[at..].split('"').next().unwrap().parse().unwrap()
 }
 
+/// A served fair job's extras ("" or "F<len>:<held><len>:<charged><member>"): held, charged, member.
+fn extras_of(extras: &str) -> (String, String, String) {
+    let Some(mut rest) = extras.strip_prefix('F') else {
+        return Default::default();
+    };
+    let mut field = || {
+        let (len, after) = rest.split_once(':').expect("a length");
+        let len: usize = len.parse().expect("a length");
+        let (value, after) = after.split_at(len);
+        rest = after;
+        value.to_string()
+    };
+    let (held, charged) = (field(), field());
+    (held, charged, rest.to_string())
+}
+
 fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => Some(String::from_utf8(b.clone()).unwrap()),
@@ -523,18 +539,20 @@ impl<'a> Lockstep<'a> {
                 let Value::Array(parts) = reply else {
                     return Err(format!("fetch replied {reply:?}"));
                 };
-                let [Value::Array(served), starved, _later, soonest, empty] = &parts[..] else {
-                    return Err(format!("fetch replied {parts:?}"));
-                };
+                let (starved, soonest, empty) = (&parts[0], &parts[1], &parts[2]);
                 if *starved != Value::Nil {
                     return Err(format!("fetch starved on {starved:?}: nothing was adopted"));
                 }
+                let later = match parts[3] {
+                    Value::Int(n) => n as usize,
+                    ref other => {
+                        return Err(format!("fetch's count of queues to adopt: {other:?}"))
+                    }
+                };
+                let served: Vec<_> = parts[4 + later..].chunks(2).collect();
                 // Each want served in the order as many single fetches give: the model pops once a want.
-                for item in served {
-                    let Value::Array(items) = item else {
-                        return Err(format!("a served job: {item:?}"));
-                    };
-                    self.served_one(p, items)?;
+                for pair in &served {
+                    self.served_one(p, pair)?;
                 }
                 if served.len() < wants {
                     // A want found nothing: neither does the model, and the wait until a rate-capped tenant
@@ -930,22 +948,17 @@ impl<'a> Lockstep<'a> {
         }
     }
 
-    /// One job a fetch served (`items`: queue, tenant, job, entry, held, charged, member), against the
-    /// model's next.
-    fn served_one(&mut self, p: usize, items: &[Value]) -> Result<(), String> {
-        let [_, tenant, job, entry, held, charged, member] = items else {
-            return Err(format!("a served job: {items:?}"));
+    /// One job a fetch served (`pair`: its in-flight entry, and "" or "F<len>:<held><len>:<charged><member>"),
+    /// against the model's next.
+    fn served_one(&mut self, p: usize, pair: &[Value]) -> Result<(), String> {
+        let [Value::BulkString(entry), extras] = pair else {
+            return Err(format!("a served job: {pair:?}"));
         };
-        let tenant = text(tenant).unwrap();
-        // The job crosses once: at the end of its entry.
-        assert_eq!(*job, Value::Nil, "the job is in its entry only");
-        let job = match entry {
-            Value::BulkString(b) => jid_of(b),
-            other => panic!("an entry: {other:?}"),
-        };
-        let entry = text(entry).unwrap();
-        let held = text(held).unwrap();
-        let (charged, member) = (text(charged).unwrap(), text(member).unwrap());
+        let (_, tenant, job) = fair::split_entry(entry).ok_or("an entry")?;
+        let tenant = String::from_utf8(tenant.to_vec()).unwrap();
+        let job = jid_of(job);
+        let entry = String::from_utf8(entry.clone()).unwrap();
+        let (held, charged, member) = extras_of(&text(extras).unwrap_or_default());
         if !charged.is_empty() {
             self.timings.insert(job, (charged, member));
         }

@@ -68,9 +68,19 @@ module Sidekiq
       end
 
       # The job at the end of an in-flight entry of `queue` and `tenant` ("<len>:<queue><len>:<tenant><job>").
-      def job_of(queue, tenant, entry)
-        from = queue.bytesize + tenant.bytesize + "#{queue.bytesize}:#{tenant.bytesize}:".bytesize
-        entry.byteslice(from, entry.bytesize - from)
+      # Queue, tenant and job of an in-flight entry ("<len>:<queue><len>:<tenant><job>", the format fair/keys.rs
+      # spells and the fetch script writes).
+      def entry_parts(entry) = length_prefixed(entry, 0, 2)
+
+      # `count` length-prefixed fields ("<len>:<bytes>") of `text` from byte `at`, then the rest.
+      def length_prefixed(text, at, count)
+        fields = Array.new(count) do
+          digits = text.byteslice(at, 24).b
+          colon = digits.index(":")
+          len = digits.to_i
+          text.byteslice(at + colon + 1, len).tap { at += colon + 1 + len }
+        end
+        fields << text.byteslice(at, text.bytesize - at)
       end
     end
   end

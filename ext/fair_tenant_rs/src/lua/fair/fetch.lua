@@ -22,15 +22,16 @@
 -- K_CALL_BYTES (a call stays bounded in bytes; each serve is bounded in turns, serve.lua).
 -- An acknowledged job that held a concurrency slot gives it back (serve.lua's release_slot), and a tenant
 -- that waited for it is served by this very call if its turn comes first; a served job takes its slot.
--- Returns {served, starved, later, soonest, empty}: served, one {queue, tenant, job, entry, held, charged, member}
--- per want served, in the wants' order (entry: what acknowledges the job, the job at its end, and job false:
--- a job crosses once; held: the jid when the job took its slot, else ""; charged (ms) and member: under
--- `time`, what its timing names, else ""; from a plain queue tenant and entry are false and job is the job);
--- starved: the fair queue that stopped the wants, with nothing in fair order but jobs in `queue:<name>` to
--- adopt, else false; later: the fair queues that served a job while their `queue:<name>` holds jobs to adopt;
--- soonest: when a want found nothing, the ms until a rate-capped tenant of its queues may start, else false;
--- empty: 1 when a want found nothing to serve (the wants after it would find nothing either), else 0 (all
--- served, or stopped by a starved queue or by K_CALL_BYTES: the caller calls again for the rest).
+-- Returns {starved, soonest, empty, n, n later, then job, extras pairs}, one flat reply (each element costs
+-- a client time to read): starved: the fair queue that stopped the wants, with nothing in fair order but jobs
+-- in `queue:<name>` to adopt, else false; soonest: when a want found nothing, the ms until a rate-capped tenant
+-- of its queues may start, else false; empty: 1 when a want found nothing to serve (the wants after it would
+-- find nothing either), else 0 (all served, or stopped by a starved queue or by K_CALL_BYTES: the caller calls
+-- again for the rest); later: the fair queues that served a job while their `queue:<name>` holds jobs to adopt;
+-- then one pair per want served, in the wants' order. From a fair queue: the in-flight entry (what acknowledges
+-- the job, the job at its end: a job crosses once) and "" or, when the job took a slot or its queue is fair by
+-- worker time, "F<len>:<jid whose slot it took><len>:<charge, ms><member>" (each may be empty). From a plain
+-- queue: the job and "P<queue>".
 local identity = ARGV[1]
 local acks = tonumber(ARGV[2])
 local at_queues = 3 + 2 * (acks or 0)
@@ -81,7 +82,7 @@ local function serve_want(woken, order)
     if not q then return nil end
     if not q.k then
       local job = redis.call('RPOP', 'queue:' .. q.name)
-      if job then return { q.name, false, job, false, '', '', '' } end
+      if job then return { job, 'P' .. q.name } end
     else
       q.k.put_back = 0 -- each want bounded as a single call is (serve)
       local tenant, job, held, charged, member = serve(q.k, q.name, false, woken_by_acks)
@@ -90,8 +91,10 @@ local function serve_want(woken, order)
         local entry = inflight_entry(q.name, tenant, job)
         redis.call('LPUSH', KEYS[1], entry)
         q.served = true
-        return { q.name, tenant, false, entry, held or '', charged and string.format('%.17g', charged) or '',
-                 charged and member or '' }
+        if not held and not charged then return { entry, '' } end
+        local ms = charged and string.format('%.17g', charged) or ''
+        held = held or ''
+        return { entry, 'F' .. #held .. ':' .. held .. #ms .. ':' .. ms .. (charged and member or '') }
       elseif waiting(q) then
         return nil, q.name
       end
@@ -114,7 +117,7 @@ for i = first_want, #ARGV do
     break
   end
   served[#served + 1] = reply
-  bytes = bytes + #(reply[4] or reply[3])
+  bytes = bytes + #reply[1]
   if bytes >= K_CALL_BYTES then break end
 end
 settle(woken_by_acks)
@@ -135,4 +138,10 @@ if unserved and not starved then
     if due and (not soonest or due < soonest) then soonest = due end
   end
 end
-return { served, starved, later, soonest, unserved and 1 or 0 }
+local reply = { starved, soonest, unserved and 1 or 0, #later }
+for _, queue in ipairs(later) do reply[#reply + 1] = queue end
+for _, job in ipairs(served) do
+  reply[#reply + 1] = job[1]
+  reply[#reply + 1] = job[2]
+end
+return reply

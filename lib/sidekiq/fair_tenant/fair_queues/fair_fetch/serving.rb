@@ -14,25 +14,26 @@ module Sidekiq
         def serve(conn, wants)
           starved = 0
           until wants.empty?
-            served, starved_queue, later, soonest, empty = fetch_once(conn, wants)
-            wants = handed(wants, served, later)
-            return wants.each { |want| want.due = soonest } if empty == 1
-            next unless starved_queue # (else stopped at CALL_BYTES: the next call serves the rest)
+            reply = fetch_once(conn, wants)
+            wants = handed(wants, reply)
+            return wants.each { |want| want.due = reply.soonest } if reply.empty
+            next unless reply.starved # (else stopped at CALL_BYTES: the next call serves the rest)
             return if (starved += 1) >= STARVED_CALLS
 
-            FairQueues.adopt(conn, starved_queue, ADOPT_FIRST)
+            FairQueues.adopt(conn, reply.starved, ADOPT_FIRST)
           end
         end
 
         # Each served job to its want's thread, in order; the wants left.
-        def handed(wants, served, later)
-          served.zip(wants) { |reply, want| want.unit = unit(reply, want.thread) }
-          later.each { |queue| FairFetch.adopt_later(queue) }
-          wants.drop(served.size)
+        def handed(wants, reply)
+          reply.served.zip(wants) { |served, want| want.unit = unit(served, want.thread) }
+          reply.later.each { |queue| FairFetch.adopt_later(queue) }
+          wants.drop(reply.served.size)
         end
 
         # One call of the fetch script for `wants`, carrying the pending acknowledgements (forgotten once it
-        # returned). Each want names its order of the queues (Sidekiq's weights, shuffled per thread).
+        # returned); its reply read (FetchReply). Each want names its order of the queues (Sidekiq's weights,
+        # shuffled per thread).
         def fetch_once(conn, wants)
           carried, plain, acks = acks_for_fetch
           queues = wants.flat_map(&:names).uniq
@@ -44,17 +45,17 @@ module Sidekiq
                   *orders]
           reply = FairQueues.run(conn, "fetch", @keys, argv)
           acks_fetched(conn, carried, plain)
-          reply
+          FetchReply.read(reply)
         end
 
         # The unit of work of a served job (a fair queue's job is the end of its in-flight entry), handed to
         # `thread`. Under `time` it carries its charge and its tenant's member, and the clock starts.
-        def unit(reply, thread)
-          queue, tenant, job, entry, held, charged, member = reply
-          return PlainUnit.new("queue:#{queue}", job, self) unless tenant
+        def unit(served, thread)
+          queue = "queue:#{served.queue}"
+          return PlainUnit.new(queue, served.job, self) unless served.entry
 
-          timing = FairUnit.timing(queue, charged, member)
-          FairUnit.new("queue:#{queue}", JobBytes.job_of(queue, tenant, entry), entry, self, held, timing).tap do |unit|
+          timing = FairUnit.timing(served.queue, served.charged, served.member)
+          FairUnit.new(queue, served.job, served.entry, self, served.held, timing).tap do |unit|
             InFlight.handed(@ledger, unit, thread)
           end
         end

@@ -1,0 +1,31 @@
+# frozen_string_literal: true
+
+module Sidekiq
+  module FairTenant
+    class FairFetch
+      # A job the fetch script served: from a fair queue with its in-flight entry (`held`: the jid whose slot it
+      # took, or ""; `charged`, `member`: under `time`, what its timing names, else ""); from a plain queue
+      # tenant and entry are nil.
+      Served = Struct.new(:queue, :tenant, :job, :entry, :held, :charged, :member)
+      Served::NONE = ["", "", ""].freeze
+
+      # The fetch script's reply (fair/fetch.lua), read: the jobs it served (Served), in the wants' order, and
+      # what the caller does next. The script replies one flat array (each element costs the client time to read).
+      FetchReply = Struct.new(:served, :starved, :later, :soonest, :empty) do
+        def self.read(raw)
+          starved, soonest, empty, later, *pairs = raw
+          later = pairs.shift(later)
+          new(pairs.each_slice(2).map { |first, extras| served(first, extras) }, starved, later, soonest, empty == 1)
+        end
+
+        def self.served(first, extras)
+          return Served.new(extras.byteslice(1, extras.bytesize - 1), nil, first, nil, "", "", "") if extras[0] == "P"
+
+          queue, tenant, job = JobBytes.entry_parts(first)
+          held = extras.empty? ? Served::NONE : JobBytes.length_prefixed(extras, 1, 2)
+          Served.new(queue, tenant, job, first, *held)
+        end
+      end
+    end
+  end
+end
