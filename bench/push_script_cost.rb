@@ -1,9 +1,9 @@
 # frozen_string_literal: true
 
 # What the fair push script costs on the server against the least a one-call push could cost, on a redis-server of
-# its own: server µs per FCALL (commandstats) of the push function as shipped, the same with every queue key made
-# per call (fair_keys as before issue 31), a function of the same library that only returns, one that runs just
-# RPUSH, SADD, LLEN and HINCRBY on keys made by hand, and Sidekiq's own SADD + LPUSH; modes taking turns.
+# its own: server µs per FCALL (commandstats) of the push function as shipped, its body before issue 31 item 4's
+# second pass (5660109, patched into the same library), a function of the same library that only returns, one that
+# runs just RPUSH, SADD, LLEN and HINCRBY on keys made by hand, and Sidekiq's own SADD + LPUSH; modes taking turns.
 #
 #   bundle exec ruby bench/push_script_cost.rb
 #   CALLS=50000 ROUNDS=5 bundle exec ruby bench/push_script_cost.rb
@@ -22,21 +22,28 @@ ROUNDS = Integer(ENV.fetch("ROUNDS", "3"))
 TENANTS = Array.new(50) { |i| "tenant-#{i}" }.freeze
 FUNCTION, LIBRARY = FQ::SCRIPTS.fetch("push")
 LIBRARY_NAME = LIBRARY[/name=(\S+)/, 1]
-EAGER_KEYS = <<~LUA
-  local function fair_keys(base, weights)
-    return { ready = base .. K_READY, state = base .. K_STATE, fin = base .. K_FIN, paused = base .. K_PAUSED,
-             sig = base .. K_SIG, heads = base .. K_HEADS, capped = base .. K_CAPPED, over = base .. K_OVER,
-             rated = base .. K_RATED, rtags = base .. K_RATED_TAGS, prefix = base .. K_TENANT_LIST,
-             runtimes = base .. K_RUNTIMES, members = base .. K_MEMBERS, weights = weights }
-  end
-LUA
-FOUR_COMMANDS = "local b = ARGV[1]; redis.call('RPUSH', b .. 'l:' .. ARGV[5], ARGV[6]); " \
+FOUR_COMMANDS = "local b = ARGV[1]; redis.call('RPUSH', b .. 'l:' .. ARGV[6], ARGV[7]); " \
                 "redis.call('SADD', KEYS[1], ARGV[2]); redis.call('LLEN', b .. 'sig'); " \
                 "do return redis.call('HINCRBY', b .. 'state', 'n', 1) end"
+# The push function's body before issue 31 item 4's second pass (5660109): the queue's keys through fair_keys, the
+# enqueue time sent by the client, no call id. Its arguments: base, queue, cap, enqueued_at, then pairs.
+BEFORE = <<~LUA
+  local k = fair_keys(ARGV[1], KEYS[2])
+  local queue, cap = ARGV[2], tonumber(ARGV[3])
+  local now = finite(ARGV[4], 0, 1e11)
+  local pushed = 0
+  for i = 5, #ARGV, 2 do
+    push_job(k, ARGV[i], ARGV[i + 1], queue, now)
+    pushed = pushed + 1
+  end
+  redis.call('SADD', KEYS[1], queue)
+  add_tokens(k, pushed, cap)
+  do return redis.call('HINCRBY', k.state, K_STATE_N, pushed) end
+LUA
 BODY = /(_push', callback = function\(KEYS, ARGV\)\n)/
 VARIANTS = {
   "push function" => ->(source) { source },
-  "push, 13 keys made per call" => ->(source) { source.sub(/local function fair_keys\(.*?\nend\n/m, EAGER_KEYS) },
+  "push as before (5660109)" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}#{BEFORE}" } },
   "function that only returns" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}do return 1 end\n" } },
   "RPUSH, SADD, LLEN, HINCRBY" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}#{FOUR_COMMANDS}\n" } }
 }.freeze
@@ -50,9 +57,15 @@ functions = VARIANTS.each_with_index.to_h do |(label, patch), index|
   redis.call("FUNCTION", "LOAD", "REPLACE", library)
   [label, FUNCTION.sub(LIBRARY_NAME, "variant#{index}")]
 end
-args = ->(i) { [2, "queues", FQ::WEIGHTS_KEY, FQ.base("bench_fair"), "bench_fair", 1000, 1.7e9, TENANTS[i % 50], job] }
+PUSH = Sidekiq::FairTenant::PushCalls
+args = ->(i) { [2, *PUSH::KEYS, *PUSH.build("bench_fair", [[TENANTS[i % 50], job]]).first] }
+BASE = FQ.base("bench_fair")
+before_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, 1.7e9, TENANTS[i % 50], job] }
 # [call, the commands whose server time it is] (commands run inside a function are counted apart too).
-modes = functions.transform_values { |name| [->(i) { redis.call("FCALL", name, *args.call(i)) }, %w[fcall]] }
+modes = functions.to_h do |label, name|
+  given = label.start_with?("push as before") ? before_args : args
+  [label, [->(i) { redis.call("FCALL", name, *given.call(i)) }, %w[fcall]]]
+end
 modes["Sidekiq's SADD + LPUSH"] = [lambda do |_|
   redis.pipelined { |p| [p.call("SADD", "queues", "plain"), p.call("LPUSH", "queue:plain", job)] }
 end, %w[sadd lpush]]

@@ -6,6 +6,7 @@
 #   bin/bench                 # defaults (bin/bench runs bin/setup, then this file under Bundler)
 #   PUSHES=50000 bin/bench    # more pushes per mode
 #   BUNDLE_GEMFILE=gemfiles/sidekiq7.gemfile bin/bench   # on Sidekiq 7.3
+#   BENCH_ONLY=enqueue bundle exec ruby bench/run.rb    # the enqueue table alone
 #
 # Modes (all push the same job class, whose sidekiq_options carry the two rules):
 #   plain        Sidekiq push, no middleware
@@ -157,6 +158,10 @@ puts "the floor). Redis cmds/push counts commands run inside scripts too (INFO c
 puts "Sidekiq's pipelined SADD+LPUSH plus the EVALSHA column."
 puts format("server time per EVALSHA during the 1-thread runs (INFO commandstats usec_per_call): " \
             "routing %.2f us, no-op script %.2f us", ft[:server_us], results[[:floor, 1]][:server_us])
+if ENV["BENCH_ONLY"] == "enqueue" # the table above alone (`BENCH_ONLY=enqueue bundle exec ruby bench/run.rb`)
+  server.stop
+  exit
+end
 
 # Server time per decision with Redis kept busy: the same pushes (50 tenants round-robin, the two
 # rules above) sent as EVALSHA in pipelines of 100, so the figure is the script's own cost rather

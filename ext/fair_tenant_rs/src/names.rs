@@ -175,8 +175,14 @@ pub const TOKEN_CAP: u64 = 1000;
 pub const FETCH_BATCH: u64 = 16;
 /// Most idle finish tags behind the virtual time one serving call forgets (they are harmless, only memory).
 pub const FIN_PRUNE: u64 = 100;
-/// Most jobs one call of the push script pushes: a bulk push of more is one call per slice.
+/// Most jobs one call of the push script pushes: a bulk push of more is one call per slice, the calls of one
+/// bulk push sent together (one round trip).
 pub const PUSH_BATCH: u64 = 100;
+/// Prefix (after a fair queue's base) of the key a bulk push's call sets with its id: the same call sent again
+/// (a lost reply, a pipeline sent again after one of its calls was refused) finds it and pushes nothing twice.
+pub const PUSH_CALL: &str = "pushed:";
+/// Seconds a bulk push's call id is kept: far longer than a client takes to send a call again.
+pub const PUSH_CALL_TTL: u64 = 300;
 /// Most jobs one call of the drain script moves (`fair-off`), paused tenants' included.
 pub const DRAIN_BATCH: u64 = 50;
 /// Most tenants one call of the clear script deletes (Queue#clear); their lists are UNLINKed.
@@ -366,6 +372,8 @@ pub const NAMES: &[Name] = &[
     n("FIN_PRUNE", FIN_PRUNE, &[]),
     n("FETCH_BATCH", FETCH_BATCH, &[]),
     n("PUSH_BATCH", PUSH_BATCH, &[]),
+    s("PUSH_CALL", PUSH_CALL, Everywhere),
+    n("PUSH_CALL_TTL", PUSH_CALL_TTL, &[]),
     n("DRAIN_BATCH", DRAIN_BATCH, &[]),
     n("CLEAR_BATCH", CLEAR_BATCH, &[]),
     n("RECOVER_BATCH", RECOVER_BATCH, &[]),

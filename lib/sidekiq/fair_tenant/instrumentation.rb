@@ -18,18 +18,28 @@ module Sidekiq
 
       module_function
 
-      # A failing subscriber never breaks a push or a job: it is logged (rate limited).
-      def instrument(event, payload)
+      EVENTS = Hash.new { |names, event| names[event] = "#{event}.#{NAMESPACE}".freeze }
+
+      # A failing subscriber never breaks a push or a job: it is logged (rate limited). The payload may be given
+      # as a block, called only when someone listens (an ActiveSupport subscriber, or a logger at debug level):
+      # an event on every push costs nothing then.
+      def instrument(event, payload = nil)
         if defined?(::ActiveSupport::Notifications)
-          ::ActiveSupport::Notifications.instrument("#{event}.#{NAMESPACE}", payload)
-        else
-          logger = FairTenant.logger
-          logger.debug { "[sidekiq-fair_tenant] #{event} #{payload.map { |k, v| "#{k}=#{v}" }.join(" ")}" }
+          name = EVENTS[event]
+          ::ActiveSupport::Notifications.instrument(name, payload || yield) if listening?(name)
+        elsif FairTenant.logger.debug?
+          log(event, payload || yield)
         end
       rescue StandardError => e
         FairTenant.warn(:instrument, event) do
           "#{event} subscriber raised #{e.class}: #{e.message}"
         end
+      end
+
+      def listening?(name) = ::ActiveSupport::Notifications.notifier.listening?(name)
+
+      def log(event, payload)
+        FairTenant.logger.debug { "[sidekiq-fair_tenant] #{event} #{payload.map { |k, v| "#{k}=#{v}" }.join(" ")}" }
       end
     end
   end

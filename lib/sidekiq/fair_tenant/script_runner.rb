@@ -36,6 +36,44 @@ module Sidekiq
         end
       end
 
+      # Calls of one function with the same keys, sent together (one round trip, a pipeline). The pipeline is sent
+      # again whole once the server was given what it lacked (the library, or the script where functions are
+      # unknown), so each call must be safe to send twice. Raises the first call's error, once every call ran.
+      def fcall_all(conn, function, keys, argvs)
+        name, library, sha, source = function
+        attempts = 0
+        begin
+          evalsha = WITHOUT_FUNCTIONS.key?(conn)
+          conn.pipelined do |pipeline|
+            argvs.each do |argv|
+              if evalsha
+                pipeline.call("EVALSHA", sha, keys.size, *keys, *argv)
+              else
+                pipeline.call("FCALL", name, keys.size, *keys, *argv)
+              end
+            end
+          end
+        rescue StandardError => e
+          raise if (attempts += 1) > 2 || !provide(conn, e.message, library, source)
+
+          retry
+        end
+      end
+
+      # What a server lacked for a call that failed with `message`, given it; false for any other failure.
+      def provide(conn, message, library, source)
+        if message.start_with?("NOSCRIPT")
+          conn.call("SCRIPT", "LOAD", source)
+        elsif message.match?(/unknown command .FCALL/i)
+          WITHOUT_FUNCTIONS[conn] = true
+        elsif message.include?("Function not found")
+          conn.call("FUNCTION", "LOAD", "REPLACE", library)
+        else
+          return false
+        end
+        true
+      end
+
       def no_functions(conn, sha, source, keys, argv)
         WITHOUT_FUNCTIONS[conn] = true
         run(conn, sha, source, keys, argv)

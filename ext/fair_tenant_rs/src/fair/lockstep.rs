@@ -473,7 +473,8 @@ impl<'a> Lockstep<'a> {
                     .arg(&base)
                     .arg(QUEUE)
                     .arg(fair::TOKEN_CAP)
-                    .arg("1700000000.5");
+                    .arg("1700000000.5")
+                    .arg("");
                 for &(t, scope) in jobs {
                     let tenant = self.world.tenants[t].clone();
                     let jid = self.next_jid;

@@ -36,18 +36,11 @@ module Sidekiq
 
       def fair_push(queue, payloads)
         now = FairQueues.now
-        seconds = now.is_a?(Integer) ? now / 1000.0 : now
-        pairs = payloads.map do |payload|
-          payload["enqueued_at"] = now
-          payload.delete(FairFetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
-          view = JobView.take(payload) # the middleware's, if it looked at this job: one tenant lookup per push
-          FairQueues.carry_slot(payload, view)
-          [FairQueues.tenant(payload, view), Sidekiq.dump_json(JobBytes.head_first(payload))]
-        end
+        calls = PushCalls.build(queue, payloads.map { |payload| fair_job(payload, now) })
         @redis_pool.with do |conn|
           retryable = true
           begin
-            FairQueues.push(conn, queue, pairs, seconds)
+            PushCalls.send_all(conn, calls) # sent again, the same calls: a bulk push's run once
           rescue StandardError => e
             # As Sidekiq's own push: after a failover the connection may point at a replica.
             raise unless retryable && e.message =~ /READONLY|NOREPLICAS|UNBLOCKED/
@@ -58,6 +51,15 @@ module Sidekiq
           end
         end
         true
+      end
+
+      # [tenant, the job as JSON]: its enqueue time set, and the fields the scripts read first.
+      def fair_job(payload, now)
+        payload["enqueued_at"] = now
+        payload.delete(FairFetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
+        view = JobView.take(payload) # the middleware's, if it looked at this job: one tenant lookup per push
+        FairQueues.carry_slot(payload, view)
+        [FairQueues.tenant(payload, view), Sidekiq.dump_json(JobBytes.head_first(payload))]
       end
     end
   end

@@ -61,19 +61,11 @@ module Sidekiq
         SHARED_TENANT
       end
 
-      # Pushes JSON jobs (with their tenants) to a fair queue: one round trip per PUSH_BATCH jobs or
-      # CALL_BYTES of them (a push, or a bulk push of up to PUSH_BATCH small jobs, is one), so no call blocks
-      # Redis for long; as Sidekiq's own push_bulk (a round trip per 1,000), a bulk push is atomic per call,
-      # not as a whole. Returns the jobs now waiting.
-      def push(conn, queue, tenants_and_jobs, enqueued_at = Time.now.to_f)
-        return push_call(conn, queue, tenants_and_jobs, enqueued_at) if tenants_and_jobs.size == 1 # the most common
-
-        JobBytes.slices(tenants_and_jobs, PUSH_BATCH) { |tenant, job| tenant.to_s.bytesize + job.bytesize }
-                .map { |slice| push_call(conn, queue, slice, enqueued_at) }.last
-      end
-
-      def push_call(conn, queue, pairs, enqueued_at)
-        run(conn, "push", ["queues", WEIGHTS_KEY], [base(queue), queue.to_s, TOKEN_CAP, enqueued_at].concat(*pairs))
+      # Pushes JSON jobs (with their tenants) to a fair queue in one round trip (PushCalls: one script call per
+      # PUSH_BATCH jobs or CALL_BYTES of them, sent together). `enqueued_at` (s), or PushCalls::NO_TIME: each job's
+      # own, read from its head. Returns the jobs now waiting.
+      def push(conn, queue, tenants_and_jobs, enqueued_at = PushCalls::NO_TIME)
+        PushCalls.send_all(conn, PushCalls.build(queue, tenants_and_jobs, enqueued_at))
       end
 
       # Jobs waiting in a queue's fair backlog (0 for a queue that never was fair).

@@ -78,8 +78,9 @@ module Sidekiq
         job["queue"] = target
         job["fair_tenant_rule"] = index
         job["fair_tenant_rerouted_from"] = queue
-        Instrumentation.instrument(:reroute, job_class: class_name, tenant: job["fair_tenant"], jid: job["jid"],
-                                             from: queue, to: target, rule: index)
+        Instrumentation.instrument(:reroute) do
+          { job_class: class_name, tenant: job["fair_tenant"], jid: job["jid"], from: queue, to: target, rule: index }
+        end
       end
 
       # The payload is JSON: a tenant that is not valid UTF-8 is recorded scrubbed (the Redis key

@@ -23,6 +23,7 @@
 --                 without walking the tiers (a ZSCAN of every member)
 --   runtimes HASH  under `time`: tenant -> its recent mean run time (time.lua)
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
+--   pushed: .. id  STRING  a bulk push's call that ran (push.lua): the same call sent again pushes nothing
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
 -- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
 

@@ -1,18 +1,41 @@
 -- Pushes jobs into a fair queue: each to the back of its tenant's list, the tenant activated when
 -- its list was empty; the queue is registered in Sidekiq's `queues` set (this replaces Sidekiq's
--- SADD + LPUSH), and idle fetchers get one wake-up token per job (at most `cap` waiting).
+-- SADD + LPUSH), and idle fetchers get one wake-up token per job (at most `cap` waiting). A push that
+-- activates no tenant runs four commands (RPUSH, HINCRBY, SADD, LLEN) and makes only the keys they name
+-- (a string made in Lua costs time): the queue's other keys only when a tenant is activated.
+-- A call with an id (each call of a bulk push) runs once: sent again (its reply lost, or its pipeline sent
+-- again after one of its calls was refused) it finds the id's key, set by its end, and pushes nothing.
 -- KEYS  queues (Sidekiq's set), weights
--- ARGV  base (the queue's key prefix), queue, cap, enqueued_at (s), then tenant, job pairs
+-- ARGV  base (the queue's key prefix), queue, cap, enqueued_at (s; '': each job's own, read from its head
+--       when its tenant is activated), id ('': none), then tenant, job pairs
 -- Returns the jobs now waiting in the queue's fair backlog.
-local k = fair_keys(ARGV[1], KEYS[2])
-local queue, cap = ARGV[2], tonumber(ARGV[3])
-local now = finite(ARGV[4], 0, 1e11) -- else each job's own time (job_time: Redis's time when unreadable)
-if not cap or #ARGV % 2 ~= 0 then return redis.error_reply('ERR push: base, queue, cap, enqueued_at, then pairs') end
+local base, queue, cap = ARGV[1], ARGV[2], tonumber(ARGV[3])
+if not cap or #ARGV < 5 or #ARGV % 2 ~= 1 then
+  return redis.error_reply('ERR push: base, queue, cap, enqueued_at, id, then tenant, job pairs')
+end
+local state = base .. K_STATE
+-- The call's id key, set once every job is in: a call that failed halfway (a key of the wrong type, written by
+-- hand), sent again, pushes all its jobs again (a job twice rather than one lost).
+local done = ARGV[5] ~= '' and base .. K_PUSH_CALL .. ARGV[5]
+if done and redis.call('EXISTS', done) == 1 then
+  return tonumber(redis.call('HGET', state, K_STATE_N)) or 0 -- this very call ran already
+end
+local k -- the queue's keys (fair_keys), made when a tenant is activated
 local pushed = 0
-for i = 5, #ARGV, 2 do
-  push_job(k, ARGV[i], ARGV[i + 1], queue, now)
+for i = 6, #ARGV, 2 do
+  local tenant, job = ARGV[i], ARGV[i + 1]
+  if redis.call('RPUSH', base .. K_TENANT_LIST .. tenant, job) == 1 then
+    k = k or fair_keys(base, KEYS[2])
+    redis.call('ZADD', k.heads, finite(ARGV[4], 0, 1e11) or job_time(job), tenant)
+    activate(k, tenant, queue)
+  end
   pushed = pushed + 1
 end
+local waiting = redis.call('HINCRBY', state, K_STATE_N, pushed)
 redis.call('SADD', KEYS[1], queue)
-add_tokens(k, pushed, cap)
-return redis.call('HINCRBY', k.state, K_STATE_N, pushed)
+local sig = base .. K_SIG
+for _ = 1, math.min(pushed, cap - redis.call('LLEN', sig)) do
+  redis.call('LPUSH', sig, '1')
+end
+if done then redis.call('SET', done, 1, 'EX', K_PUSH_CALL_TTL) end
+return waiting
