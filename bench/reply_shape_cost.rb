@@ -10,6 +10,7 @@ require "bundler/setup"
 require "sidekiq"
 require_relative "../spec/support/redis_server"
 
+# The probe: one EVAL a call, each shape in turn.
 module ReplyShapeCost
   CALLS = Integer(ENV.fetch("CALLS", "20000"))
   SHAPES = {
@@ -37,7 +38,8 @@ module ReplyShapeCost
     puts "client CPU per call of 4 jobs of 1 KB (#{CALLS} calls, Sidekiq #{Sidekiq::VERSION}), 3 rounds:"
     Sidekiq.redis do |conn|
       SHAPES.each do |label, source|
-        puts format("  %-26s %s us", label, Array.new(3) { format("%6.1f", cpu_us(conn, source, pad)) }.join(" "))
+        rounds = Array.new(3) { cpu_us(conn, source, pad).round(1) }.join(" ")
+        puts "  #{label.ljust(26)} #{rounds} us"
       end
     end
   ensure
