@@ -67,3 +67,62 @@ RSpec.describe "Concurrency slots given back with the next acquire" do
     expect(holders).to be_empty # the job that ended while the process stopped gave its slot back
   end
 end
+
+# The server middleware driven by 25 threads in this process, each running one job after another (the release of
+# each riding with its next acquire): the cap holds at every moment, every job runs exactly once (parked ones
+# when handed a slot and fetched again), and every slot is back once the threads are idle.
+RSpec.describe "Concurrency slots given back with the next acquire, 25 threads" do
+  let(:middleware) { Sidekiq::FairTenant::ServerMiddleware.new }
+  let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("T25", "default") }
+
+  def payload(index, limit)
+    { "class" => "RoomyJob", "queue" => "default", "args" => ["T25", index, 0], "jid" => format("j%04d", index),
+      "enqueued_at" => Time.now.to_f, "fair_tenant" => "T25",
+      "fair_tenant_concurrency" => { "limit" => limit, "lease" => 600 } }
+  end
+
+  def holders = Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[0]
+
+  # Limit 10: the scope is often full (slots go back at once, jobs park); 1000: it always has room.
+  [10, 1000].each do |limit|
+    it "never runs more than #{limit}, runs each job once, and gives every slot back" do
+      ran, most = run_all(limit)
+
+      expect(most).to be <= limit
+      expect(ran.size).to eq(400)
+      expect(ran.values.uniq).to eq([1])
+      wait_for("every slot back", timeout: 1, every: 0.005) { holders.empty? }
+      expect(Sidekiq::FairTenant.native.stats.inspect_scope(*scope)[1]).to eq(0) # nothing parked
+    end
+  end
+
+  # 400 jobs through the middleware on 25 threads: [runs per jid, most running at once].
+  def run_all(limit)
+    jobs = Queue.new
+    400.times { |i| jobs << payload(i, limit) }
+    ran = Hash.new(0)
+    running = most = 0
+    lock = Mutex.new
+    Array.new(25) do
+      Thread.new do
+        while lock.synchronize { ran.size < 400 }
+          job = next_job(jobs) or next sleep(0.002)
+          middleware.call(RoomyJob.new, job, "default") do
+            lock.synchronize { most = [most, running += 1].max }
+            sleep(rand * 0.002)
+            lock.synchronize { running -= 1 and ran[job["jid"]] += 1 }
+          end
+        end
+      end
+    end.each(&:join)
+    [ran, most]
+  end
+
+  # The jobs pushed first, then copies handed a slot (pushed back to queue:default by a release).
+  def next_job(jobs)
+    jobs.pop(true)
+  rescue ThreadError
+    raw = redis.rpop("queue:default")
+    raw && JSON.parse(raw)
+  end
+end
