@@ -31,7 +31,10 @@ module Sidekiq
         def carried
           return nil if @pending.empty? # read without the lock: only this thread adds its own entry
 
-          @mutex.synchronize { @pending.delete(Thread.current)&.first }
+          @mutex.synchronize do
+            forget_parent # a forked child's thread carries nothing of its parent's
+            @pending.delete(Thread.current)&.first
+          end
         end
 
         # Sends a release alone; never raises (the lease frees the slot when Redis does not answer).
