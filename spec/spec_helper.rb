@@ -156,6 +156,7 @@ RSpec.configure do |config|
     Sidekiq::FairTenant::FairFetch::Sweeper.stop # an in-process fetcher's recovery sweeps, likewise
     Sidekiq::FairTenant::FairFetch::Audit::PACE.never! # and its audit of its own in-flight list: examples call it
     Sidekiq::FairTenant.reset_native! if heartbeat
+    Sidekiq::FairTenant::Releases.reset! # slots kept for a thread's next acquire, and an in-process :quiet's stop
     redis.flushdb
     Sidekiq::FairTenant.warnings.reset
   end

@@ -28,6 +28,7 @@ require_relative "fair_tenant/concurrency/slot_scope"
 require_relative "fair_tenant/concurrency/rate_scope"
 require_relative "fair_tenant/concurrency/held_slot"
 require_relative "fair_tenant/concurrency/slot_calls"
+require_relative "fair_tenant/concurrency/releases"
 require_relative "fair_tenant/concurrency/server_middleware"
 require_relative "fair_tenant/concurrency/lost_replies"
 require_relative "fair_tenant/concurrency/slots"
@@ -203,9 +204,13 @@ module Sidekiq
           FairRulesCheck.warn_at_boot
           Slots.start
         end
-        config.on(:quiet) { FairFetch::Sweeper.stop }
+        config.on(:quiet) do
+          FairFetch::Sweeper.stop
+          Releases.flush # no next job: slots kept for a thread's next acquire go back now, and from now on at once
+        end
         config.on(:shutdown) do
           FairFetch::Sweeper.stop
+          Releases.flush
           Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
         end
       end

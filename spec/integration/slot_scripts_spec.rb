@@ -208,7 +208,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
     it "gives the slot back when an interrupt lands just after the script took it, and lets it through" do
       # The interrupt arrives once the acquire script has run, before the job starts.
-      allow(Sidekiq::FairTenant::SlotCalls).to receive(:acquire).and_wrap_original do |original, *args|
+      allow(Sidekiq::FairTenant::SlotCalls).to receive(:take).and_wrap_original do |original, *args|
         original.call(*args)
         raise Timeout::Error, "interrupted"
       end

@@ -138,3 +138,19 @@ class StallJob
     @pool ||= Sidekiq::RedisConnection.create(url: ENV.fetch("REDIS_URL"), network_timeout: 30, size: 10)
   end
 end
+
+# A scope with room (limit 10) and a lease far longer than any spec: a slot it holds after its job ended was not
+# given back (Releases keeps such a slot for its thread's next acquire, a few ms at most).
+class RoomyJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "default", retry: false, fair_tenant_concurrency: { limit: 10, lease: 600 }
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def perform(tenant, index, sleep_ms)
+    SlotsApp.record("start", jid, [tenant, index])
+    sleep(sleep_ms / 1000.0)
+    SlotsApp.record("finish", jid, [tenant, index])
+  end
+end

@@ -65,6 +65,9 @@ pub const LOST_REPLIES_MAX: u64 = 10_000;
 /// acquire's own answer (acquired, parked or dropped), so no copy of the job is left to run it again.
 pub const ACQUIRE_PATIENCE_MS: u64 = 5_000;
 pub const ACQUIRE_PAUSE_MS: u64 = 100;
+/// Longest a finished job's release waits for the thread's next acquire to carry it (one round trip per job in
+/// place of two) before it is sent alone; only a slot taken with room waits (`acquire.lua`'s code 4).
+pub const RELEASE_DEFER_MS: u64 = 5;
 /// Appended to a scope's waiting key: its index, a hash "<len>:<queue><tenant>" -> that tenant's waiting
 /// entry, so a requeue, a recovery or a removal finds a tenant's entry in O(1) however many wait.
 pub const WAITING_INDEX: &str = ":index";
@@ -305,6 +308,7 @@ pub const NAMES: &[Name] = &[
     n("LOST_REPLIES_MAX", LOST_REPLIES_MAX, &[]),
     n("ACQUIRE_PATIENCE_MS", ACQUIRE_PATIENCE_MS, &[]),
     n("ACQUIRE_PAUSE_MS", ACQUIRE_PAUSE_MS, &[]),
+    n("RELEASE_DEFER_MS", RELEASE_DEFER_MS, &[]),
     s("WAITING_INDEX", WAITING_INDEX, Lua),
     n("WAITING_SCAN_MAX", WAITING_SCAN_MAX, &[]),
     n("TAKE_BACK_DEPTH", TAKE_BACK_DEPTH, &[]),

@@ -10,7 +10,7 @@ use crate::handle::Handle;
 use crate::ruby_api::helpers::convert::{bytes, pair};
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
-use crate::slots::{self, Acquired, Running, Scope, Slot};
+use crate::slots::{self, AcquireReply, Running, Scope, Slot};
 
 /// `[keys, argv]` as two Arrays of binary Strings.
 pub(crate) fn call(
@@ -101,7 +101,44 @@ impl RbSlots {
         let payload = bytes(payload);
         call(
             ruby,
-            slots::acquire_call(&slot.request(), &payload, enqueued_at),
+            slots::acquire_call(&slot.request(), &payload, enqueued_at, None),
+        )
+    }
+
+    /// `[keys, argv]` of the acquire script carrying the release of the thread's previous run, `carried`:
+    /// `[tag, sub, jid, run, lease_ms, default_limit]`.
+    #[allow(clippy::too_many_arguments)]
+    fn acquire_carrying_call(
+        ruby: &Ruby,
+        tag: RString,
+        sub: RString,
+        jid: RString,
+        run: RString,
+        lease_ms: u64,
+        default_limit: u64,
+        payload: RString,
+        enqueued_at: f64,
+        carried: RArray,
+    ) -> Result<RArray, Error> {
+        let slot = slot(tag, sub, (jid, Some(bytes(run))), lease_ms, default_limit);
+        let (c_tag, c_sub, c_jid, c_run, c_lease, c_limit): (
+            RString,
+            RString,
+            RString,
+            RString,
+            u64,
+            u64,
+        ) = magnus::TryConvert::try_convert(carried.as_value())?;
+        let previous = self::slot(c_tag, c_sub, (c_jid, Some(bytes(c_run))), c_lease, c_limit);
+        let payload = bytes(payload);
+        call(
+            ruby,
+            slots::acquire_call(
+                &slot.request(),
+                &payload,
+                enqueued_at,
+                Some(&previous.request()),
+            ),
         )
     }
 
@@ -148,9 +185,16 @@ impl RbSlots {
         call(ruby, slots::sweep_call(&bytes(tag)))
     }
 
-    /// What the acquire script's reply means: `:acquired`, `:held` or `:parked`.
-    fn acquired(ruby: &Ruby, code: i64) -> Symbol {
-        ruby.to_symbol(Acquired::from_code(code).name())
+    /// What the acquire script's reply `[code, handed]` means: `[outcome, deferrable, handed]`, the outcome
+    /// `:acquired`, `:held`, `:parked` or `:dropped`, deferrable true when the run's release may wait for the
+    /// thread's next acquire, handed the parked jobs the carried release handed a slot.
+    fn acquired(ruby: &Ruby, reply: (i64, u64)) -> RArray {
+        let reply = AcquireReply::from_reply(reply.0, reply.1);
+        ruby.ary_from_iter([
+            ruby.to_symbol(reply.acquired.name()).as_value(),
+            ruby.into_value(reply.deferrable),
+            ruby.into_value(reply.handed),
+        ])
     }
 
     /// `:acquired`, `:held` (run the job) or `:parked`.
@@ -212,6 +256,10 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
     class.define_singleton_method("script", magnus::function!(RbSlots::script, 1))?;
     class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 8))?;
+    class.define_singleton_method(
+        "acquire_carrying_call",
+        magnus::function!(RbSlots::acquire_carrying_call, 9),
+    )?;
     class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 6))?;
     class.define_singleton_method("forget_call", magnus::function!(RbSlots::forget_call, 8))?;
     class.define_singleton_method("acquired", magnus::function!(RbSlots::acquired, 1))?;

@@ -23,10 +23,12 @@ const LEASE_MS: u64 = 5_000;
 
 #[derive(Debug, Clone)]
 enum Op {
-    /// A new run of job `n` (or, `resend`, the last run's call sent again).
+    /// A new run of job `n` (or, `resend`, the last run's call sent again), carrying the release of the
+    /// `pick`th run of another job (`carry`: a thread's previous job), done first.
     Acquire {
         job: usize,
         resend: bool,
+        carry: Option<(usize, usize)>,
     },
     /// The `pick`th run issued for job `n` releases (a stale run when it is not the last).
     Release {
@@ -48,9 +50,21 @@ enum Op {
 fn random_op(rng: &mut Rng) -> Op {
     let job = rng.below(JOBS);
     let pick = rng.below(3);
+    let carry = match rng.below(3) {
+        0 => Some((rng.below(JOBS), rng.below(3))),
+        _ => None,
+    };
     match rng.below(20) {
-        0..=6 => Op::Acquire { job, resend: false },
-        7..=8 => Op::Acquire { job, resend: true },
+        0..=6 => Op::Acquire {
+            job,
+            resend: false,
+            carry,
+        },
+        7..=8 => Op::Acquire {
+            job,
+            resend: true,
+            carry,
+        },
         9..=11 => Op::Release { job, pick },
         12..=13 => Op::Forget { job, pick },
         14..=15 => Op::Fetch,
@@ -126,7 +140,16 @@ impl Lockstep<'_> {
     fn step(&mut self, op: &Op) -> Result<String, String> {
         let now = self.now;
         let reply = match *op {
-            Op::Acquire { job: n, resend } => {
+            Op::Acquire {
+                job: n,
+                resend,
+                carry,
+            } => {
+                // The carried release names a run issued before this call.
+                let carried = carry.and_then(|(c, pick)| {
+                    let (run, _) = self.runs.get(&c).and_then(|r| r.get(pick)).cloned()?;
+                    Some((c, run))
+                });
                 let last = self.runs.get(&n).and_then(|r| r.last()).cloned();
                 let (run, score) = match (resend, last) {
                     (true, Some(last)) => last,
@@ -140,8 +163,23 @@ impl Lockstep<'_> {
                 };
                 let (jid, limit, payload) = job(n);
                 let slot = self.slot(n, &run);
-                let call = slots::acquire_call(&slot.request(), payload.as_bytes(), score);
-                let lua: i64 = eval(self.con, "acquire", call);
+                let previous = carried.as_ref().map(|(c, run)| self.slot(*c, run));
+                let call = slots::acquire_call(
+                    &slot.request(),
+                    payload.as_bytes(),
+                    score,
+                    previous.as_ref().map(|p| p.request()).as_ref(),
+                );
+                let lua: (i64, u64) = eval(self.con, "acquire", call);
+                let handed = match &carried {
+                    Some((c, run)) => {
+                        let (c_jid, c_limit, _) = job(*c);
+                        self.model
+                            .release(&c_jid, run, None, (c_limit, LEASE_MS), now)
+                            .0
+                    }
+                    None => 0,
+                };
                 let ask = Ask {
                     jid: &jid,
                     run: &run,
@@ -150,7 +188,8 @@ impl Lockstep<'_> {
                     payload: &payload,
                     score: slots::enqueue_score_ms(score),
                 };
-                (lua.to_string(), self.model.acquire(&ask, now).to_string())
+                let model = (self.model.acquire(&ask, now), handed);
+                (format!("{lua:?}"), format!("{model:?}"))
             }
             Op::Release { job: n, pick } | Op::Forget { job: n, pick } => {
                 let Some((run, _)) = self.runs.get(&n).and_then(|r| r.get(pick)).cloned() else {
@@ -336,7 +375,11 @@ fn the_slot_scripts_and_the_model_agree() {
 fn the_issues_cases_stay_fixed() {
     let server = Server::start();
     let mut con = server.connect();
-    let acquire = |job| Op::Acquire { job, resend: false };
+    let acquire = |job| Op::Acquire {
+        job,
+        resend: false,
+        carry: None,
+    };
     let cases = [
         vec![acquire(1), acquire(3), acquire(5), acquire(0), acquire(2)]
             .into_iter()
@@ -357,6 +400,7 @@ fn the_issues_cases_stay_fixed() {
             Op::Acquire {
                 job: 2,
                 resend: true,
+                carry: None,
             },
             Op::Limit(Some(3)),
         ],

@@ -55,9 +55,38 @@ macro_rules! slot_and_fair_source {
     };
 }
 
+/// The source of a script that gives a run's slot back (`lua/slots/give_back.lua`): the fair-queue code that
+/// wakes tenants waiting on the scope is defined inside `fair_wake`, only when a release has someone to wake.
+/// Defined at the top of the script it would be set up on every call (its closures and patterns: ~18 µs of
+/// Redis CPU per call, measured), for the one release in many that needs it. It carries its own prelude of
+/// shared names, so the `fair_wake` closure made on every call has few upvalues (with the names as upvalues,
+/// ~4 µs per call).
+macro_rules! give_back_source {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            let fair = names::script(&[
+                include_str!("../lua/fair/common.lua"),
+                include_str!("../lua/fair/serve.lua"),
+            ]);
+            names::script(&[
+                include_str!("../lua/slots/common.lua"),
+                FAIR_WAKE_OPEN,
+                &fair,
+                FAIR_WAKE_CLOSE,
+                include_str!("../lua/slots/give_back.lua"),
+                include_str!($file),
+            ])
+        })
+    };
+}
+
+/// `fair_wake(slot, limit, tokens)`: `wake` of `lua/fair/serve.lua`, its sources set up when it is called.
+const FAIR_WAKE_OPEN: &str = "local function fair_wake(slot, limit, tokens)\n";
+const FAIR_WAKE_CLOSE: &str = "\nreturn wake(slot, limit, tokens)\nend\n";
+
 // Run here, or on Sidekiq's own connection by Ruby ([`script`]).
-static ACQUIRE_SOURCE: LazyLock<String> = slot_source!("../lua/slots/acquire.lua");
-static RELEASE_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/release.lua");
+static ACQUIRE_SOURCE: LazyLock<String> = give_back_source!("../lua/slots/acquire.lua");
+static RELEASE_SOURCE: LazyLock<String> = give_back_source!("../lua/slots/release.lua");
 static RENEW_SOURCE: LazyLock<String> = slot_source!("../lua/slots/renew.lua");
 static SWEEP_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/sweep.lua");
 static SET_LIMIT_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/set_limit.lua");
@@ -83,10 +112,10 @@ pub enum Acquired {
 }
 
 impl Acquired {
-    /// What `acquire.lua` returned: 0 acquired, 1 held, 3 dropped, anything else parked.
+    /// What `acquire.lua` returned: 0 or 4 acquired, 1 held, 3 dropped, anything else parked.
     pub fn from_code(code: i64) -> Acquired {
         match code {
-            0 => Acquired::Acquired,
+            0 | ROOMY => Acquired::Acquired,
             1 => Acquired::Held,
             3 => Acquired::Dropped,
             _ => Acquired::Parked,
@@ -100,6 +129,31 @@ impl Acquired {
             Acquired::Held => "held",
             Acquired::Parked => "parked",
             Acquired::Dropped => "dropped",
+        }
+    }
+}
+
+/// `acquire.lua`'s code for a slot taken with room: another slot of the scope is free and nobody waits for one.
+const ROOMY: i64 = 4;
+
+/// `acquire.lua`'s reply: what it did, whether the run's release may wait for the thread's next acquire (at most
+/// [`names::RELEASE_DEFER_MS`]), and how many parked jobs the release it carried handed a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireReply {
+    pub acquired: Acquired,
+    pub deferrable: bool,
+    pub handed: u64,
+}
+
+impl AcquireReply {
+    /// The release of a run may ride with the thread's next acquire only when its slot was taken with room
+    /// (code 4): a scope at its limit, or with parked jobs or fair-queue tenants waiting, gets its slot back at
+    /// once.
+    pub fn from_reply(code: i64, handed: u64) -> AcquireReply {
+        AcquireReply {
+            acquired: Acquired::from_code(code),
+            deferrable: code == ROOMY,
+            handed,
         }
     }
 }
@@ -278,16 +332,26 @@ pub fn acquire(
     payload: &[u8],
     enqueued_at: f64,
 ) -> Result<Acquired> {
-    let (keys, args) = acquire_call(req, payload, enqueued_at);
-    let code: i64 = pool.with(|c| invocation(&ACQUIRE, keys, args).invoke(c))?;
-    Ok(Acquired::from_code(code))
+    let (keys, args) = acquire_call(req, payload, enqueued_at, None);
+    let (code, handed): (i64, u64) = pool.with(|c| invocation(&ACQUIRE, keys, args).invoke(c))?;
+    Ok(AcquireReply::from_reply(code, handed).acquired)
 }
 
-/// `(KEYS, ARGV)` of `acquire.lua` for one job asking for a slot, in the order of its contract.
+/// Whether a carried release can name only its jid and run: the keys, lease and default limit it would send are
+/// the acquire's.
+fn same_terms(req: &Request<'_>, release: &Request<'_>) -> bool {
+    req.scope == release.scope
+        && req.lease_ms == release.lease_ms
+        && req.default_limit == release.default_limit
+}
+
+/// `(KEYS, ARGV)` of `acquire.lua` for one job asking for a slot, in the order of its contract; `carried`: the
+/// release of the thread's previous run, done first in the same call.
 pub fn acquire_call(
     req: &Request<'_>,
     payload: &[u8],
     enqueued_at: f64,
+    carried: Option<&Request<'_>>,
 ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let s = req.scope;
     let keys = vec![
@@ -299,6 +363,7 @@ pub fn acquire_call(
         s.runs(),
         s.waits(),
         s.gone(),
+        s.waiting(),
     ];
     let args = vec![
         req.jid.to_vec(),
@@ -310,6 +375,19 @@ pub fn acquire_call(
         enqueue_score_ms(enqueued_at).to_string().into_bytes(),
         req.run.to_vec(),
     ];
+    let (mut keys, mut args) = (keys, args);
+    match carried {
+        // The same scope and terms: only the release's jid and run (the script reads the rest from this call).
+        Some(release) if same_terms(req, release) => {
+            args.extend([release.jid.to_vec(), release.run.to_vec()]);
+        }
+        Some(release) => {
+            let (release_keys, release_args) = release_call(release);
+            keys.extend(release_keys);
+            args.extend(release_args);
+        }
+        None => {}
+    }
     (keys, args)
 }
 
@@ -815,7 +893,7 @@ mod tests {
             lease_ms: 5_000,
             default_limit: 2,
         };
-        let (keys, args) = acquire_call(&slot.request(), b"{}", 1_700_000_000.5);
+        let (keys, args) = acquire_call(&slot.request(), b"{}", 1_700_000_000.5, None);
         let tag = scope.tag();
         let expected_keys = [
             scope.holders(),
@@ -826,8 +904,38 @@ mod tests {
             scope.runs(),
             scope.waits(),
             scope.gone(),
+            scope.waiting(),
         ];
         assert_eq!(keys, expected_keys);
+        let previous = Slot {
+            jid: b"j1".to_vec(),
+            run: b"r1".to_vec(),
+            ..slot.clone()
+        };
+        let (same_keys, same_args) = acquire_call(
+            &slot.request(),
+            b"{}",
+            1_700_000_000.5,
+            Some(&previous.request()),
+        );
+        assert_eq!(same_keys, keys);
+        assert_eq!(
+            same_args,
+            [args.clone(), vec![b"j1".to_vec(), b"r1".to_vec()]].concat()
+        );
+        let other = Slot {
+            default_limit: 3,
+            ..previous
+        };
+        let (carrying_keys, carrying_args) = acquire_call(
+            &slot.request(),
+            b"{}",
+            1_700_000_000.5,
+            Some(&other.request()),
+        );
+        let (release_keys, release_args) = release_call(&other.request());
+        assert_eq!(carrying_keys, [keys.clone(), release_keys].concat());
+        assert_eq!(carrying_args, [args.clone(), release_args].concat());
         let expected: [&[u8]; 8] = [
             b"j2",
             b"5000",

@@ -140,7 +140,7 @@ impl PlainSlots {
         self.meta = Some((ask.limit, ask.lease));
     }
 
-    /// `acquire.lua`: 0 acquired, 1 held, 2 parked, 3 dropped. Scores with a fraction (no Sidekiq 8 tie-break).
+    /// `acquire.lua`: 0 acquired, 1 held, 2 parked, 3 dropped, 4 acquired with room. Scores with a fraction (no Sidekiq 8 tie-break).
     pub fn acquire(&mut self, ask: &Ask<'_>, now: u64) -> i64 {
         if self.gone.contains(ask.run) {
             return 3;
@@ -184,7 +184,12 @@ impl PlainSlots {
             self.holders.insert(ask.jid.to_string(), now + ask.lease);
             self.runs
                 .insert(ask.jid.to_string(), Owner::Run(ask.run.to_string()));
-            return 0;
+            // With room: another slot free and nobody parked, so the run's release may wait for its thread.
+            return if free > 1 && self.parked.is_empty() {
+                4
+            } else {
+                0
+            };
         }
         self.park(ask);
         if free > 0 {

@@ -13,10 +13,11 @@ module Sidekiq
     #     def self.webhook_key(customer_id, *) = "customer-#{customer_id}"
     #   end
     #
-    # Acquire and release are one script call each, on Sidekiq's own connection (SlotCalls). A job that
-    # finds no free slot is parked in Redis in the same atomic step and the middleware returns without
-    # running it; a freed slot is handed to the oldest parked job, which goes back to the front of its
-    # queue holding it.
+    # Acquire and release are script calls on Sidekiq's own connection (SlotCalls): one per job where a thread
+    # runs one job after another, the acquire carrying the release of the thread's previous job (Releases: only
+    # a slot taken with room waits for it, for at most Releases::WAIT). A job that finds no free slot is parked
+    # in Redis in the same atomic step and the middleware returns without running it; a freed slot is handed
+    # to the oldest parked job, which goes back to the front of its queue holding it.
     # Redis trouble at acquire time: the acquire is sent again until Redis answers, for up to PATIENCE; then the
     # job runs anyway (one warning), and what a call whose reply was lost may have taken (a slot, a parked copy)
     # is given back once Redis answers. Release never raises.
@@ -47,23 +48,25 @@ module Sidekiq
         return yield unless slot
 
         payload = Sidekiq.dump_json(job)
-        case acquire(slot, payload, job)
+        outcome, deferrable = acquire(slot, payload, job)
+        case outcome
         when :parked then parked(slot, job)
         when :dropped then nil # a copy of a job that ran already (its run was given up after a lost reply)
         when :failed then unslotted(slot, payload, job, &block)
-        else run(slot, &block)
+        else run(slot, deferrable: deferrable, &block)
         end
       end
 
       private
 
-      # `give_back: false`: the fair fetcher gives the slot back with the job's acknowledgement.
-      def run(slot, give_back: true)
+      # `give_back: false`: the fair fetcher gives the slot back with the job's acknowledgement. `deferrable`: the
+      # release may wait for the thread's next acquire (Releases).
+      def run(slot, give_back: true, deferrable: false)
         Slots.running(slot)
         yield
       ensure
         Slots.finished(slot)
-        release(slot) if give_back
+        Releases.finished(slot, deferrable) if give_back
       end
 
       def fair_slot(job)
@@ -80,23 +83,38 @@ module Sidekiq
         nil
       end
 
-      # Redis trouble (SlotCalls::REDIS_ERRORS): the acquire is sent again (the same run: idempotent) every
-      # PAUSE for up to PATIENCE, and its answer followed; only then does the job run without a slot. Anything
-      # else that lands here - Thread#raise, Timeout, Sidekiq::Shutdown - may arrive after the script took the
-      # slot: it is given back (release is idempotent) and the exception goes on.
+      # [outcome, deferrable]. The call carries the release the thread's previous job left (Releases.carried).
+      # Anything that lands here but Redis trouble - Thread#raise, Timeout, Sidekiq::Shutdown - may arrive after
+      # the script took the slot: it is given back (release is idempotent) and the exception goes on. A carried
+      # release whose call got no answer is sent again alone.
       def acquire(slot, payload, job)
+        carried = Releases.carried
+        outcome, deferrable, handed = take(slot, payload, job, carried)
+        if handed # answered: the carried release was done
+          Releases.instrument(carried, handed) if carried
+          carried = nil
+        end
+        [outcome, deferrable]
+      rescue Exception # rubocop:disable Lint/RescueException
+        Releases.now(slot)
+        raise
+      ensure
+        Releases.now(carried) if carried
+      end
+
+      # [outcome, deferrable, handed]. Redis trouble (SlotCalls::REDIS_ERRORS): the call is sent again (the same
+      # run and release: idempotent) every PAUSE for up to PATIENCE, and its answer followed; only then does the
+      # job run without a slot ([:failed, false, nil]).
+      def take(slot, payload, job, carried)
         give_up = Interval.now + (ServerMiddleware.unanswered ? 0 : PATIENCE)
         begin
-          SlotCalls.acquire(slot, payload, job["enqueued_at"].to_f).tap { ServerMiddleware.unanswered = false }
+          SlotCalls.take(slot, payload, job["enqueued_at"].to_f, carried).tap { ServerMiddleware.unanswered = false }
         rescue *SlotCalls::REDIS_ERRORS => e
           retry if Interval.now < give_up && sleep(PAUSE)
           ServerMiddleware.unanswered = true # an outage: the next jobs run without a slot at once, until one answers
           FairTenant.warn(:acquire, e.class) { "#{e.class}: #{e.message}; job #{slot.jid} runs without a slot" }
-          :failed
+          [:failed, false, nil]
         end
-      rescue Exception # rubocop:disable Lint/RescueException
-        release(slot)
-        raise
       end
 
       # Runs without its slot (fail-open). The acquire may have reached Redis all the same (or come later) and
@@ -116,15 +134,6 @@ module Sidekiq
         Instrumentation.instrument(:park, job_class: job["wrapped"] || job["class"], tenant: job["fair_tenant"],
                                           jid: slot.jid, queue: job["queue"], scope: [slot.tag, slot.sub])
         nil
-      end
-
-      def release(slot)
-        handed = SlotCalls.release(slot)
-        Instrumentation.instrument(:hand_over, scope: [slot.tag, slot.sub], count: handed) if handed.positive?
-      rescue StandardError => e
-        FairTenant.warn(:release, e.class) do
-          "#{e.class}: #{e.message}; slot of #{slot.jid} frees when its lease expires"
-        end
       end
     end
   end

@@ -18,11 +18,24 @@ module Sidekiq
 
       module_function
 
-      # :acquired, :held (run the job) or :parked. Idempotent per run (slot.run): a re-sent call never parks
-      # twice nor takes two slots.
+      # :acquired, :held (run the job), :parked or :dropped. Idempotent per run (slot.run): a re-sent call never
+      # parks twice nor takes two slots.
       def acquire(slot, payload, enqueued_at)
-        keys, argv = Native::Slots.acquire_call(slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit,
-                                                payload, enqueued_at)
+        take(slot, payload, enqueued_at).first
+      end
+
+      # The acquire, carrying the release of the thread's previous run (`carried`, a Slot, or nil), done first in
+      # the same call; idempotent as each half is. Returns [outcome (as #acquire), whether the run's release may
+      # wait for the thread's next acquire (Releases), parked jobs the carried release handed a slot].
+      def take(slot, payload, enqueued_at, carried = nil)
+        acquire = [slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit, payload, enqueued_at]
+        keys, argv = if carried
+                       Native::Slots.acquire_carrying_call(
+                         *acquire, [carried.tag, carried.sub, carried.jid, carried.run, carried.lease_ms, carried.limit]
+                       )
+                     else
+                       Native::Slots.acquire_call(*acquire)
+                     end
         Native::Slots.acquired(Sidekiq.redis { |conn| run(conn, "acquire", keys, argv) })
       end
 

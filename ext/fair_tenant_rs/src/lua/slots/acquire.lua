@@ -1,9 +1,22 @@
 -- Takes a slot for a run of a job about to run, or parks it, in one atomic step. Idempotent per run: a
--- re-sent call (its reply lost) never parks twice nor takes two slots.
--- KEYS  holders, parked, limits, meta, tags, runs, waits, gone
--- ARGV  jid, lease (ms), default limit, sub, tag, payload, enqueue score, run
--- Returns 0 acquired, 1 already held (handed over, or a re-acquire), 2 parked, 3 dropped (a copy of a job that
--- ran already, or a call of a run given up: nothing taken).
+-- re-sent call (its reply lost) never parks twice nor takes two slots. It may carry the release of the thread's
+-- previous run (give_back.lua, done first: that job ended before this one began), so a thread running one
+-- job after another pays one round trip per job; the pair is idempotent as each half is.
+-- KEYS  holders, parked, limits, meta, tags, runs, waits, gone, waiting[, the carried release's 7 KEYS]
+-- ARGV  jid, lease (ms), default limit, sub, tag, payload, enqueue score, run[, the carried release's 5 ARGV]
+--       A release of the same scope, lease and default limit (the common case) carries only its jid and run: its
+--       KEYS and the rest of its ARGV are this call's.
+-- Returns {code, jobs the carried release handed a slot}. Codes: 0 acquired, 1 already held (handed over, or a
+-- re-acquire), 2 parked, 3 dropped (a copy of a job that ran already, or a call of a run given up: nothing
+-- taken), 4 acquired with room: a slot of the scope is still free and nobody waits for one (no parked job, no
+-- fair-queue tenant), so this run's release may wait for the thread's next acquire (RELEASE_DEFER_MS at most).
+local handed = 0
+if #KEYS > 9 then
+  handed = give_back({ unpack(KEYS, 10, 16) }, { unpack(ARGV, 9, 13) })
+elseif #ARGV > 8 then
+  handed = give_back({ KEYS[1], KEYS[2], KEYS[3], KEYS[9], KEYS[6], KEYS[7], KEYS[8] },
+    { ARGV[9], ARGV[2], ARGV[3], ARGV[4], ARGV[10] })
+end
 local holders, parked, limits, meta, tags = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local jid, run = ARGV[1], ARGV[8]
 local now = now_ms()
@@ -13,7 +26,7 @@ local s = { holders = holders, parked = parked, runs = KEYS[6], waits = KEYS[7],
 
 -- This run was given up after its reply was lost (release.lua's forget), before this call came: it takes nothing.
 if redis.call('HEXISTS', KEYS[8], run) == 1 then
-  return 3
+  return { 3, handed }
 end
 -- A slot of this jid: this run's (re-sent), a handed-over one this run claims, or another run's.
 local owner = redis.call('HGET', s.runs, jid)
@@ -23,7 +36,7 @@ if held and owner == K_DROPPED then
   redis.call('ZREM', holders, jid)
   redis.call('HDEL', s.runs, jid)
   hand_over(s, now)
-  return 3
+  return { 3, handed }
 end
 -- This run parked, its reply was lost and its copy was handed over since: the re-sent call runs it, and takes
 -- the copy back from its queue's tail (one of them runs).
@@ -35,12 +48,13 @@ end
 if held and (owner == false or owner == run or string.sub(owner, 1, 1) == K_HANDED) then
   redis.call('ZADD', holders, lease_until, jid)
   redis.call('HSET', s.runs, jid, run)
-  return 1
+  return { 1, handed }
 end
 if not held and owner then redis.call('HDEL', s.runs, jid) end -- a reclaimed lease's run
-local waiting = terms(s, jid)
-if waiting == run then
-  return 2 -- re-sent: parked already
+-- A parked job's terms are written and deleted with its payload: with nothing parked there are none to read.
+local oldest = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
+if oldest[1] ~= nil and terms(s, jid) == run then
+  return { 2, handed } -- re-sent: parked already
 end
 
 -- Expired leases (a worker that died) are dropped only when they stand in the way: a scope with
@@ -52,11 +66,13 @@ if free <= 0 and reclaim(s, now) > 0 then
 end
 local score = finite(ARGV[7]) or now -- the job's enqueue time (ms); unreadable (NaN, inf): now
 if free > 0 and not held then
-  local oldest = redis.call('ZRANGE', parked, 0, 0, 'WITHSCORES')
   if oldest[1] == nil or score < tonumber(oldest[2]) then
     redis.call('ZADD', holders, lease_until, jid)
     redis.call('HSET', s.runs, jid, run)
-    return 0
+    if free > 1 and oldest[1] == nil and redis.call('EXISTS', KEYS[9]) == 0 then
+      return { 4, handed }
+    end
+    return { 0, handed }
   end
 end
 
@@ -76,4 +92,4 @@ redis.call('SADD', tags, ARGV[5])
 if free > 0 then
   hand_over(s, now)
 end
-return 2
+return { 2, handed }
