@@ -1,6 +1,6 @@
 -- A run's release (release.lua's body, and the release an acquire carries for the thread's previous job): frees
 -- the run's slot (idempotent; a release by another run of the jid frees nothing) and hands free slots to the
--- oldest parked jobs. Fair-queue tenants waiting on the scope (fair_caps.lua) get what is left.
+-- oldest parked jobs. Fair-queue tenants waiting on the scope (fair/serve.lua's wake) get what is left.
 -- With a payload (a run given up after its acquire's reply was lost: it ran without a slot), it also takes
 -- back what that acquire may have left: the run's parked copy, or that copy handed over and still within
 -- K_FORGET_TAIL jobs of its queue's tail (fetched already: the copy drops itself when it claims the slot).
