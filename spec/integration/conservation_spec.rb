@@ -86,10 +86,11 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
     expect(sweep).to include(suspected: 1, recovered: 0)
     time_passes
     sweep
-    expect(redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity))).to eq(0)
+    expect(redis.hlen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity))).to eq(0)
   end
 
-  def in_flight(fetch) = redis.lrange(fetch.inflight_key, 0, -1)
+  def in_flight(fetch) = redis.hkeys(fetch.inflight_key)
+  def in_flight_jobs(fetch) = redis.hvals(fetch.inflight_key)
   def jid(unit) = JSON.parse(unit.job)["jid"]
 
   it "puts back the job of a dead process whose tenant name is not UTF-8, never drops it" do
@@ -114,7 +115,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
     unit = fetch.retrieve_work
 
     expect(in_flight(fetch).size).to eq(1) # the job just fetched; the first one's ack went with this fetch
-    expect(in_flight(fetch).first).to end_with(unit.job)
+    expect(in_flight_jobs(fetch)).to eq([unit.job])
   end
 
   it "registers a process again on its next fetch when a sweep dropped it from the registry" do

@@ -36,10 +36,10 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
   end
 
   def audit!(fetch) = Sidekiq.redis { |conn| audit.run(conn, in_flight.ledger(fetch.inflight_key)) }
-  def listed(fetch) = redis.lrange(fetch.inflight_key, 0, -1).map(&:b)
+  def listed(fetch) = redis.hkeys(fetch.inflight_key).map(&:b)
   def jid(job) = JSON.parse(job)["jid"]
   def waiting(tenant = "acme") = redis.lrange("#{base}t:#{tenant}", 0, -1).map { |job| jid(job) }
-  def entry_jid(entry) = jid(Sidekiq::FairTenant::Native::Fair.decode_entry(entry)[2])
+  def entry_jid(fetch, field) = jid(redis.hget(fetch.inflight_key, field))
 
   # Four jobs pushed, then a fetch sent while Redis is busy past the read timeout: [jids, unit or nil, its entry,
   # the entries of the list that no unit stands for].
@@ -83,10 +83,11 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
 
       expect(audit!(fetch)).to eq(0) # a candidate: nothing moves yet
       expect(listed(fetch)).to match_array(stranded + held)
+      stranded_jids = stranded.map { |field| entry_jid(fetch, field) }
       log = capture_log { expect(audit!(fetch)).to eq(stranded.size) }
       expect(log).to include("put #{stranded.size} in-flight job(s) that no thread of this process runs back")
       expect(listed(fetch)).to eq(held)
-      expect(waiting.first(stranded.size)).to match_array(stranded.map { |entry| entry_jid(entry) })
+      expect(waiting.first(stranded.size)).to match_array(stranded_jids)
       expect(redis.lrange("#{base}t:acme", 0, -1).join).not_to include("fair_tenant_interrupted") # it never ran
 
       units = [unit, *Array.new(4 - held.size) { fetch.retrieve_work }].compact
@@ -178,7 +179,7 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
       wait_for("every job started", timeout: 60) { started.uniq.size == 300 }
       expect(server).to be_alive
       expect(started.tally.select { |_, n| n > 1 }).to eq({})
-      wait_for("nothing left in flight") { redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).zero? }
+      wait_for("nothing left in flight") { redis.hlen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).zero? }
       # The stalls did strand jobs (the warning is written once a minute).
       wait_for("the audit's warning", timeout: 30) { File.read(server.log).include?("in-flight job(s) that no thread") }
     end

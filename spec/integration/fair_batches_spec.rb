@@ -282,7 +282,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     pushed = Array.new(10) { |i| FairJob.perform_async("t#{i % 3}", i) }
     dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap { Sidekiq::FairTenant::Slots.stop }
     8.times { dead.retrieve_work }
-    expect(redis.llen(dead.inflight_key)).to eq(8)
+    expect(redis.hlen(dead.inflight_key)).to eq(8)
 
     Sidekiq.redis { |conn| expect(recovery.sweep(conn)).to include(suspected: 1, recovered: 0) }
     redis.hgetall(recovery::SUSPECTS).each { |id, since| redis.hset(recovery::SUSPECTS, id, since.to_f - 3600) }
@@ -291,7 +291,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     end
     expect(sent.count("lrange")).to eq(3) # 3 + 3 + 2 entries
 
-    expect(redis.llen(dead.inflight_key)).to eq(0)
+    expect(redis.hlen(dead.inflight_key)).to eq(0)
     expect(redis.sismember(recovery::REGISTRY, "dead:1:a")).to be(false)
     expect(fair.backlog(redis, "fair")).to eq(10)
     check_places(pushed)

@@ -81,7 +81,7 @@ RSpec.describe "Fair queues through faults" do
     expect(sweep).to include(suspected: 0, recovered: 0)
 
     # A stall longer than LAPSE: its running jobs are taken back.
-    wait_for("jobs running") { redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).positive? }
+    wait_for("jobs running") { redis.hlen(Sidekiq::FairTenant::Native::Fair.inflight_key(identity)).positive? }
     Process.kill("STOP", live.pid)
     redis.del(identity)
     expect(sweep).to include(suspected: 1)
@@ -193,7 +193,7 @@ RSpec.describe "Fair queues through faults" do
     expect(pending.call).not_to eq(acked)
     fetch.flush_acks
     expect(pending.call).to eq([])
-    expect(redis.llen(fetch.inflight_key)).to eq(0)
+    expect(redis.hlen(fetch.inflight_key)).to eq(0)
   end
 
   it "acknowledges a job fetched through another fetcher of the same process (Sidekiq 7+ may build several)" do
@@ -201,10 +201,10 @@ RSpec.describe "Fair queues through faults" do
     # Two processor threads each built a fetcher at startup; the capsule kept the second.
     first, kept = Array.new(2) { Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "acks:2:b") }
     first.retrieve_work.acknowledge
-    expect(redis.llen(kept.inflight_key)).to eq(1)
+    expect(redis.hlen(kept.inflight_key)).to eq(1)
     kept.retrieve_work.acknowledge # its fetch carries the first fetcher's acknowledgement too
     kept.flush_acks
-    expect(redis.llen(kept.inflight_key)).to eq(0)
+    expect(redis.hlen(kept.inflight_key)).to eq(0)
     expect(redis.hget("#{base}state", "n").to_i).to eq(1)
   end
 
@@ -228,7 +228,7 @@ RSpec.describe "Fair queues through faults" do
       let(:copies) { Sidekiq::FairTenant::Native::Fair.recovered_key(stalled.identity) }
 
       def waiting = redis.lrange("#{base}t:acme", 0, -1).map { |job| JSON.parse(job)["args"][1] }
-      def in_flight_of(fetch) = redis.lrange(fetch.inflight_key, 0, -1).map { |e| JSON.parse(e[/\{.*/])["args"][1] }
+      def in_flight_of(fetch) = redis.hvals(fetch.inflight_key).map { |job| JSON.parse(job)["args"][1] }
 
       # Two jobs running in the stalled process; the sweep takes them back (its heartbeat long gone).
       def stall_and_recover

@@ -30,7 +30,7 @@ RSpec.describe "Fair fetch: threads that wait at the same moment share one call"
 
   def jid(job) = JSON.parse(job)["jid"]
   def waiting(tenant) = redis.lrange("#{base}t:#{tenant}", 0, -1).map { |job| jid(job) }
-  def listed = redis.lrange(fetch.inflight_key, 0, -1).map { |entry| jid(entry[entry.index("{")..]) }
+  def listed = redis.hvals(fetch.inflight_key).map { |job| jid(job) }
 
   def fetch_calls
     stats = redis.info("commandstats")

@@ -241,7 +241,7 @@ RSpec.describe "Fair fetch" do
       mega = started.select { |e| e["tenant"] == "mega" }.map { |e| e["index"] }
       expect(mega).to eq((0...200).to_a)
       expect(started.index { |e| e["tenant"] == "small" }).to be <= 1
-      expect(redis.llen(Sidekiq::FairTenant::Native::Fair.inflight_key("x"))).to eq(0)
+      expect(redis.hlen(Sidekiq::FairTenant::Native::Fair.inflight_key("x"))).to eq(0)
     end
 
     it "adopts jobs pushed straight to queue:fair (a raw LPUSH, a client without the gem) into fair order" do
@@ -280,25 +280,29 @@ RSpec.describe "Fair fetch" do
       sent = monitor_commands { 10.times { fetch.retrieve_work.acknowledge } }
 
       expect(sent).to eq(["fcall"] * 10)
-      expect(redis.llen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
+      expect(redis.hlen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
       fetch.flush_acks
-      expect(redis.llen(fetch.inflight_key)).to eq(0)
+      expect(redis.hlen(fetch.inflight_key)).to eq(0)
     end
 
-    it "drops a long entry of a job without a slot by a plain LREM after the next fetch, not inside the script" do
-      long = "x" * (Sidekiq::FairTenant::Native::Names::INLINE_ACK_MAX_BYTES + 1)
+    it "acknowledges a large job by its short field: the job's bytes never go back to Redis" do
+      long = "x" * 200_000
       6.times { |i| FairJob.perform_async("t#{i % 2}", i, long) }
       fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
       Sidekiq::FairTenant::Slots.stop
       Sidekiq::FairTenant::FairFetch::Sweeper.stop
       fetch.retrieve_work.acknowledge # loads the script
+      received = -> { redis.info("stats")["total_net_input_bytes"].to_i }
 
+      before = received.call
       sent = monitor_commands { 3.times { fetch.retrieve_work.acknowledge } }
+      into_redis = received.call - before
 
-      expect(sent).to eq(%w[fcall lrem] * 3)
-      expect(redis.llen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
+      expect(sent).to eq(%w[fcall] * 3)
+      expect(into_redis).to be < 20_000 # three fetches, each with the previous job's acknowledgement (and the INFO)
+      expect(redis.hlen(fetch.inflight_key)).to eq(1) # the last one, until the next fetch
       fetch.flush_acks
-      expect(redis.llen(fetch.inflight_key)).to eq(0)
+      expect(redis.hlen(fetch.inflight_key)).to eq(0)
     end
 
     it "pauses a tenant with weight 0 and resumes it" do
@@ -327,7 +331,7 @@ RSpec.describe "Fair fetch" do
       identity = redis.smembers(registry).first
       first.kill!
 
-      expect(redis.llen(inflight(identity))).to eq(3) # nothing lost: in flight, not gone
+      expect(redis.hlen(inflight(identity))).to eq(3) # nothing lost: in flight, not gone
       redis.del(identity) # the heartbeat key, which would expire 60 s after the last beat
       start_server(concurrency: 6)
 

@@ -35,7 +35,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     fetch = fetcher(identity)
     count.times { fetch.retrieve_work }
     Sidekiq::FairTenant::FairFetch::Acks.instance_variable_get(:@fetchers).delete(fetch)
-    expect(redis.llen(names.inflight_key(identity))).to eq(count)
+    expect(redis.hlen(names.inflight_key(identity))).to eq(count)
     expect(sweep).to include(suspected: 1, recovered: 0)
     key = names.recovery_suspects_key
     redis.hgetall(key).each { |id, since| redis.hset(key, id, (since.to_f - recovery::LAPSE - 1).to_s) }
@@ -61,13 +61,13 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     cut_after(1) { raise killed }
 
     expect { sweep }.to raise_error(killed)
-    expect(redis.llen(names.inflight_key("dead:1:a"))).to eq(7)
+    expect(redis.hlen(names.inflight_key("dead:1:a"))).to eq(7)
     expect(owners).to include("dead:1:a") # never in no set while its list holds jobs
     expect(redis.sismember(names.registry_key, "dead:1:a")).to be(false) # (a comeback re-registers)
 
     RSpec::Mocks.space.proxy_for(recovery).reset
     expect(sweep).to include(recovered: 7)
-    expect(redis.llen(names.inflight_key("dead:1:a"))).to eq(0)
+    expect(redis.hlen(names.inflight_key("dead:1:a"))).to eq(0)
     expect(owners).to be_empty
     expect(waiting).to eq(12)
   end
@@ -83,7 +83,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     RSpec::Mocks.space.proxy_for(recovery).reset
     redis.del(names.recovery_lock_key) # its DEL was refused too: the lock expires after Recovery::INTERVAL
     expect(sweep).to include(recovered: 7)
-    expect(redis.llen(names.inflight_key("dead:2:a"))).to eq(0)
+    expect(redis.hlen(names.inflight_key("dead:2:a"))).to eq(0)
     expect(owners).to be_empty
     expect(waiting).to eq(12)
   end
@@ -101,7 +101,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     expect(redis.sismember(names.recovering_key, "live:3:a")).to be(false)
 
     expect(sweep).to include(recovered: 0)
-    expect(redis.llen(names.inflight_key("live:3:a"))).to eq(12) # 7 kept, 5 copies taken back
+    expect(redis.hlen(names.inflight_key("live:3:a"))).to eq(12) # 7 kept, 5 copies taken back
     expect(waiting).to eq(0)
   end
 
@@ -113,7 +113,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     end
 
     expect(sweep).to include(recovered: 0)
-    expect(redis.llen(names.inflight_key("live:4:a"))).to eq(3)
+    expect(redis.hlen(names.inflight_key("live:4:a"))).to eq(3)
     expect(redis.sismember(names.registry_key, "live:4:a")).to be(true)
   end
 
@@ -139,10 +139,10 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     Process.kill("KILL", pid)
     Process.wait(pid)
 
-    expect(redis.llen(names.inflight_key("dead:5:a"))).to eq(7)
+    expect(redis.hlen(names.inflight_key("dead:5:a"))).to eq(7)
     redis.del(names.recovery_lock_key) # a SIGKILLed sweeper's lock expires after Recovery::INTERVAL
     sweep
-    expect(redis.llen(names.inflight_key("dead:5:a"))).to eq(0)
+    expect(redis.hlen(names.inflight_key("dead:5:a"))).to eq(0)
     expect(owners).to be_empty
     expect(waiting).to eq(12)
   end
@@ -159,7 +159,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     redis.hgetall(key).each { |id, since| redis.hset(key, id, (since.to_f - recovery::LAPSE - 1).to_s) }
     sizes = []
     allow(recovery).to receive(:recover_entries).and_wrap_original do |original, *args|
-      sizes << args[3].sum(&:bytesize)
+      sizes << args[3].flatten.sum(&:bytesize)
       original.call(*args)
     end
 

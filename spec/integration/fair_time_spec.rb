@@ -58,7 +58,7 @@ RSpec.describe "Fair queues by worker time" do
     expect(second.timing.first.to_f).to be < names::TIME_DEFAULT_MS # charged the mean it learnt
     second.acknowledge
     fetch.flush_acks
-    expect(redis.llen(fetch.inflight_key)).to eq(0)
+    expect(redis.hlen(fetch.inflight_key)).to eq(0)
 
     # Seen: the means it charges by, the queue's and the tenant's (fair_stats, the CLI's table).
     stats = Sidekiq::FairTenant.fair_stats.queue("fair")

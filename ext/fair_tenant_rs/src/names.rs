@@ -124,7 +124,17 @@ pub const FAIR_PREFIX: &str = concat!(root!(), ":fair:");
 pub const FAIR_BASE: &str = concat!(root!(), ":fair:{%Q}:");
 pub const QUEUE_PLACEHOLDER: &str = "%Q";
 pub const FAIR_WEIGHTS_KEY: &str = concat!(root!(), ":fair:weights");
+/// A process's in-flight jobs: a hash, field `<len>:<queue><len>:<tenant><id>[INFLIGHT_SLOT_MARK]` (the id
+/// from [`INFLIGHT_SEQ_KEY`], so a field is short and unique; the mark when the job took a concurrency slot),
+/// value the job's bytes as they were served. An acknowledgement is an HDEL of the field: the job's bytes never
+/// come back, and its cost does not grow with the number in flight. (Format 1 and 2 kept a list of
+/// `<len>:<queue><len>:<tenant><job>` entries: a recovery turns one into this hash first, `ack.lua`.)
 pub const INFLIGHT_PREFIX: &str = concat!(root!(), ":fair:inflight:");
+/// The counter an in-flight field's id comes from: one INCRBY a fetch call, for all the jobs it serves.
+pub const INFLIGHT_SEQ_KEY: &str = concat!(root!(), ":fair:inflight-seq");
+/// The end of an in-flight field whose job took a concurrency slot: its acknowledgement reads the job (its
+/// scope) to give the slot back; others are dropped unread.
+pub const INFLIGHT_SLOT_MARK: &str = "s";
 pub const INFLIGHT_OWNERS_KEY: &str = concat!(root!(), ":fair:inflight-owners");
 pub const INFLIGHT_SUSPECTS_KEY: &str = concat!(root!(), ":fair:inflight-suspects");
 pub const INFLIGHT_RECOVERING_KEY: &str = concat!(root!(), ":fair:inflight-recovering");
@@ -201,10 +211,6 @@ pub const RECOVER_PAGE: u64 = 5;
 /// a push or a requeue of many (sliced by the caller), a drain call, a page of a fair backlog (`jobs`). Read
 /// from a list one job first, then up to RECOVER_PAGE at a time as many of the largest seen fit.
 pub const CALL_BYTES: u64 = 1_000_000;
-/// An acknowledgement of an in-flight entry longer than this, of a job that took no slot, is a plain LREM
-/// after the next fetch instead of an argument of the fetch script: a string crossing into Lua costs Redis
-/// about 1.25 ns a byte (250 us at 200 KB), a plain command a few microseconds and the fetcher a round trip.
-pub const INLINE_ACK_MAX_BYTES: u64 = 16384;
 /// How a fair queue shares its workers: by job count (the default) or by worker time (`queue:time`).
 pub const FAIR_MODE_JOBS: &str = "jobs";
 pub const FAIR_MODE_TIME: &str = "time";
@@ -337,6 +343,8 @@ pub const NAMES: &[Name] = &[
     s("QUEUE_PLACEHOLDER", QUEUE_PLACEHOLDER, Everywhere),
     s("FAIR_WEIGHTS_KEY", FAIR_WEIGHTS_KEY, Everywhere),
     s("INFLIGHT_PREFIX", INFLIGHT_PREFIX, Everywhere),
+    s("INFLIGHT_SEQ_KEY", INFLIGHT_SEQ_KEY, Everywhere),
+    s("INFLIGHT_SLOT_MARK", INFLIGHT_SLOT_MARK, Lua),
     s("INFLIGHT_OWNERS_KEY", INFLIGHT_OWNERS_KEY, Everywhere),
     s("INFLIGHT_SUSPECTS_KEY", INFLIGHT_SUSPECTS_KEY, Everywhere),
     s(
@@ -384,11 +392,6 @@ pub const NAMES: &[Name] = &[
     n("RECOVER_BYTES", RECOVER_BYTES, &[]),
     n("RECOVER_PAGE", RECOVER_PAGE, &[]),
     n("CALL_BYTES", CALL_BYTES, &[]),
-    n(
-        "INLINE_ACK_MAX_BYTES",
-        INLINE_ACK_MAX_BYTES,
-        &["16384", "16_384"],
-    ),
     s("FAIR_MODE_JOBS", FAIR_MODE_JOBS, Literal),
     s("FAIR_MODE_TIME", FAIR_MODE_TIME, Literal),
     s("FAIR_MODE_SEPARATOR", FAIR_MODE_SEPARATOR, Literal),

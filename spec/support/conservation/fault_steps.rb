@@ -67,7 +67,7 @@ module Conservation
     end
 
     def in_flight_of(process)
-      sidekiq_redis { |conn| conn.call("LRANGE", process.fetcher.inflight_key, 0, -1) }.map(&:b)
+      sidekiq_redis { |conn| conn.call("HKEYS", process.fetcher.inflight_key) }.map(&:b)
     end
   end
 

@@ -53,6 +53,8 @@ module Conservation
 
     def read_keys(conn, keys)
       lists, zsets, unknown = classify(keys)
+      inflight, lists = lists.partition { |_key, kind| kind == :inflight }
+      read_inflight_keys(conn, inflight.map(&:first))
       read_lists(conn, lists)
       read_zsets(conn, zsets)
       scan_unknown(conn, unknown)
@@ -89,7 +91,6 @@ module Conservation
       lists.zip(contents).each do |(key, kind, base), items|
         items = items.map(&:b)
         case kind
-        when :inflight then read_inflight(key, items)
         when :tenant
           (@backlogs[base] ||= []) << items.size
           items.each { |job| place(job, :tenant, key) }
@@ -98,12 +99,30 @@ module Conservation
       end
     end
 
-    def read_inflight(key, entries)
+    # In-flight hashes (field -> job), and lists a process of an older gem left (entries: the job at the end).
+    def read_inflight_keys(conn, keys)
+      types = conn.pipelined { |pipe| keys.each { |key| pipe.call("TYPE", key) } }
+      contents = conn.pipelined do |pipe|
+        keys.zip(types) do |key, type|
+          type.to_s == "list" ? pipe.call("LRANGE", key, 0, -1) : pipe.call("HGETALL", key)
+        end
+      end
+      keys.zip(types, contents) do |key, type, items|
+        items = items.to_a.flatten.map(&:b)
+        pairs = if type.to_s == "list"
+                  items.map { |entry| [entry, self.class.decode(entry)&.last] }
+                else
+                  items.each_slice(2)
+                end
+        read_inflight(key, pairs.to_a)
+      end
+    end
+
+    def read_inflight(key, pairs)
       identity = key.byteslice(INFLIGHT.bytesize..)
-      @inflight[identity] = entries
-      entries.each do |entry|
-        _queue, _tenant, job = self.class.decode(entry)
-        job ? place(job, :inflight, identity) : @problems << "malformed in-flight entry in #{key}: #{entry.inspect}"
+      @inflight[identity] = pairs.map(&:first)
+      pairs.each do |field, job|
+        job ? place(job, :inflight, identity) : @problems << "malformed in-flight entry in #{key}: #{field.inspect}"
       end
     end
 

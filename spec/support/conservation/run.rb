@@ -155,7 +155,7 @@ module Conservation
     def confirm_acks(process, pending, failed: nil)
       return if pending.empty?
 
-      list = sidekiq_redis { |conn| conn.call("LRANGE", process.fetcher.inflight_key, 0, -1) }.map(&:b).tally
+      list = sidekiq_redis { |conn| conn.call("HKEYS", process.fetcher.inflight_key) }.map(&:b).tally
       pending.each do |held|
         next if failed && !held.stale && list.fetch(held.entry, 0).positive?
         next if failed && held.stale # the call that takes its copy back may not have run

@@ -32,7 +32,7 @@ pub fn weight_field(tenant: &str, queue: Option<&str>) -> String {
     }
 }
 
-/// The in-flight list of one Sidekiq process (its identity).
+/// The in-flight hash of one Sidekiq process (its identity): field [`inflight_field`], value the job.
 pub fn inflight_key(identity: &str) -> String {
     format!("{}{identity}", names::INFLIGHT_PREFIX)
 }
@@ -150,6 +150,39 @@ pub fn check_weight(weight: f64) -> Result<f64, String> {
     }
 }
 
+/// An in-flight job's field: its queue and tenant (where it goes back to), then its id (unique in the hash,
+/// growing with each fetch: a recovery gives a tenant its jobs back in the order it was served them), then
+/// [`names::INFLIGHT_SLOT_MARK`] when it took a concurrency slot. An [`Entry`] whose job part is the id.
+pub fn inflight_field(queue: &str, tenant: &str, id: u64, slotted: bool) -> String {
+    let mark = if slotted {
+        names::INFLIGHT_SLOT_MARK
+    } else {
+        ""
+    };
+    Entry {
+        queue: queue.into(),
+        tenant: tenant.into(),
+        job: format!("{id}{mark}"),
+    }
+    .encode()
+}
+
+/// An in-flight field's id and whether its job took a slot; None for bytes that are no field (a format-2 list
+/// entry turned into a field keeps its queue and tenant but may hold anything after them).
+pub fn field_id(field: &[u8]) -> Option<(u64, bool)> {
+    let (_, _, rest) = split_entry(field)?;
+    let mark = names::INFLIGHT_SLOT_MARK.as_bytes();
+    let (digits, slotted) = match rest.strip_suffix(mark) {
+        Some(d) => (d, true),
+        None => (rest, false),
+    };
+    if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let id = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some((id, slotted))
+}
+
 /// A weight field back to (tenant, queue).
 pub fn parse_weight_field(field: &str) -> (String, Option<String>) {
     match field.split_once(names::WEIGHT_SEPARATOR) {
@@ -206,6 +239,21 @@ mod tests {
         );
         assert_eq!(split_entry(b"not json"), None);
         assert_eq!(split_entry(b"4:fair9:acme{}"), None);
+    }
+
+    #[test]
+    fn inflight_fields_name_queue_tenant_id_and_slot() {
+        let f = inflight_field("imports", "a:b\n7:{x}", 42, false);
+        assert_eq!(f, "7:imports9:a:b\n7:{x}42");
+        assert_eq!(field_id(f.as_bytes()), Some((42, false)));
+        let s = inflight_field("q", "", 7, true);
+        assert_eq!(s, "1:q0:7s");
+        assert_eq!(field_id(s.as_bytes()), Some((7, true)));
+        let (queue, tenant, _) = split_entry(s.as_bytes()).unwrap();
+        assert_eq!((queue, tenant), (&b"q"[..], &b""[..]));
+        assert_eq!(field_id(b"1:q0:"), None);
+        assert_eq!(field_id(b"1:q0:{\"jid\":1}"), None);
+        assert_eq!(field_id(b"garbage"), None);
     }
 
     #[test]

@@ -206,14 +206,14 @@ fn random_op(rng: &mut Rng, world: &World) -> Op {
     }
 }
 
-/// One process as the driver sees it: its identity (a new one after a crash) and its in-flight list in
-/// Redis order (head first: the newest), each entry with the model's job id.
+/// One process as the driver sees it: its identity (a new one after a crash) and its in-flight jobs, newest
+/// first, each field with the model's job id.
 #[derive(Debug, Default)]
 struct Process {
     generation: u32,
     inflight: Vec<(String, u64)>,
-    /// Copies a recovery made while the process only stalled: taken back by its next call.
-    recovered: Vec<u64>,
+    /// Copies a recovery made while the process only stalled (field, job): taken back by its next call.
+    recovered: Vec<(String, u64)>,
 }
 
 /// A tenant waiting on a scope: where ('c'apped, 'o'ver), start tag, activation, tenant.
@@ -387,22 +387,13 @@ impl<'a> Lockstep<'a> {
         self.processes[p].inflight.retain(|e| !entries.contains(e));
     }
 
-    /// A stalled process's next call: the copies still waiting back in flight, at the tail.
+    /// A stalled process's next call: the copies still waiting back in flight, under their fields.
     fn comes_back(&mut self, p: usize) {
-        for job in std::mem::take(&mut self.processes[p].recovered) {
+        for (field, job) in std::mem::take(&mut self.processes[p].recovered) {
             if self.model.reclaim(job) {
-                let tenant = self.model_tenant_of_inflight(job);
-                let entry = self.entry_for(&tenant, job);
-                self.processes[p].inflight.push((entry, job));
+                self.processes[p].inflight.push((field, job));
             }
         }
-    }
-
-    fn model_tenant_of_inflight(&self, job: u64) -> String {
-        self.model
-            .inflight_tenant(job)
-            .expect("reclaimed")
-            .to_string()
     }
 
     /// A job's payload; `slot`: its scope and the limit it carries.
@@ -440,15 +431,10 @@ impl<'a> Lockstep<'a> {
         }
     }
 
-    /// The payloads of the jobs pushed, by id (the driver keeps them to rebuild in-flight entries).
-    fn entry_for(&self, tenant: &str, job: u64) -> String {
-        let json = self.job_json(tenant, job, self.scope_of(job));
-        fair::Entry {
-            queue: QUEUE.into(),
-            tenant: tenant.into(),
-            job: json,
-        }
-        .encode()
+    /// The payload of an in-flight job as it was pushed (its field names its tenant).
+    fn job_of_field(&self, field: &str, job: u64) -> String {
+        let tenant = fair::Entry::decode(field).unwrap().tenant;
+        self.job_json(&tenant, job, self.scope_of(job))
     }
 
     fn scope_of(&self, job: u64) -> Option<(usize, usize)> {
@@ -550,7 +536,7 @@ impl<'a> Lockstep<'a> {
                         return Err(format!("fetch's count of queues to adopt: {other:?}"))
                     }
                 };
-                let served: Vec<_> = parts[4 + later..].chunks(2).collect();
+                let served: Vec<_> = parts[4 + later..].chunks(3).collect();
                 // Each want served in the order as many single fetches give: the model pops once a want.
                 for pair in &served {
                     self.served_one(p, pair)?;
@@ -619,7 +605,7 @@ impl<'a> Lockstep<'a> {
                         self.model.finish(e.1);
                     } else {
                         self.model.requeue(e.1);
-                        copies.push(e.1);
+                        copies.push(e.clone());
                     }
                 }
                 let proc = &mut self.processes[p];
@@ -726,14 +712,14 @@ impl<'a> Lockstep<'a> {
             .arg(&identity)
             .arg("0")
             .arg(fair::RECOVERED_KEEP_SECONDS);
-        // Recovery walks the list as LRANGE reads it: head (newest) first.
+        // Recovery takes the newest first (Ruby's Recovery sorts the fields by id).
         for e in entries {
             inv.arg(&e.0);
             if mode == "ack" {
                 inv.arg(self.timing(e.1));
             }
             if mode == "recover" {
-                let job = fair::Entry::decode(&e.0).unwrap().job;
+                let job = self.job_of_field(&e.0, e.1);
                 inv.arg(if dead.contains(e) { "dead" } else { "fair" })
                     .arg(job);
             }
@@ -772,10 +758,7 @@ impl<'a> Lockstep<'a> {
                 .arg(String::from_utf8(scope.waiting_index()).unwrap());
         }
         for p in 0..PROCESSES {
-            pipe.cmd("LRANGE")
-                .arg(fair::inflight_key(&self.identity(p)))
-                .arg(0)
-                .arg(-1);
+            pipe.cmd("HVALS").arg(fair::inflight_key(&self.identity(p)));
         }
         let replies: Vec<Value> = pipe.query(self.con).unwrap();
         let mut replies = replies.into_iter();
@@ -855,11 +838,8 @@ impl<'a> Lockstep<'a> {
         }
         let inflight = (0..PROCESSES)
             .map(|_| {
-                let entries: Vec<Vec<u8>> = redis::from_redis_value(next()).unwrap();
-                let mut jobs: Vec<u64> = entries
-                    .iter()
-                    .map(|e| jid_of(fair::split_entry(e).unwrap().2))
-                    .collect();
+                let held: Vec<Vec<u8>> = redis::from_redis_value(next()).unwrap();
+                let mut jobs: Vec<u64> = held.iter().map(|job| jid_of(job)).collect();
                 jobs.sort();
                 jobs
             })
@@ -949,16 +929,17 @@ impl<'a> Lockstep<'a> {
         }
     }
 
-    /// One job a fetch served (`pair`: its in-flight entry, and "" or "F<len>:<held><len>:<charged><member>"),
-    /// against the model's next.
-    fn served_one(&mut self, p: usize, pair: &[Value]) -> Result<(), String> {
-        let [Value::BulkString(entry), extras] = pair else {
-            return Err(format!("a served job: {pair:?}"));
+    /// One job a fetch served (`triple`: its in-flight field, the job, and "" or
+    /// "F<len>:<held><len>:<charged><member>"), against the model's next.
+    fn served_one(&mut self, p: usize, triple: &[Value]) -> Result<(), String> {
+        let [Value::BulkString(field), Value::BulkString(job), extras] = triple else {
+            return Err(format!("a served job: {triple:?}"));
         };
-        let (_, tenant, job) = fair::split_entry(entry).ok_or("an entry")?;
+        let (_, tenant, _) = fair::split_entry(field).ok_or("a field")?;
         let tenant = String::from_utf8(tenant.to_vec()).unwrap();
         let job = jid_of(job);
-        let entry = String::from_utf8(entry.clone()).unwrap();
+        let entry = String::from_utf8(field.clone()).unwrap();
+        let (_, slotted) = fair::field_id(field).ok_or("a field's id")?;
         let (held, charged, member) = extras_of(&text(extras).unwrap_or_default());
         if !charged.is_empty() {
             self.timings.insert(job, (charged, member));
@@ -976,8 +957,10 @@ impl<'a> Lockstep<'a> {
             ));
         }
         let holds = self.model.holds(job).then(|| job.to_string());
-        if (!held.is_empty()).then_some(held.clone()) != holds {
-            return Err(format!("slot taken by {tenant}'s job {job}: lua {held:?}"));
+        if (!held.is_empty()).then_some(held.clone()) != holds || slotted != holds.is_some() {
+            return Err(format!(
+                "slot taken by {tenant}'s job {job}: lua {held:?}, field marked {slotted}"
+            ));
         }
         self.processes[p].inflight.insert(0, (entry, job));
         Ok(())

@@ -16,13 +16,11 @@ pub const RECOVERY_INTERVAL_SECONDS: u64 = 15;
 pub const RECOVERY_LEASE_MS: u64 = RECOVERY_INTERVAL_SECONDS * 1000 - 1000;
 /// Registered processes one call of the liveness script judges (SSCAN's COUNT: about that many).
 pub const RECOVERY_BATCH: u64 = 1000;
-/// How often each fetching process audits its own in-flight list (`fair_fetch/audit.rb`): an entry no thread
+/// How often each fetching process audits its own in-flight hash (`fair_fetch/audit.rb`): a field no thread
 /// of the process runs and no pending acknowledgement names (a fetch whose reply was lost and re-sent, a job
 /// never acknowledged) is a candidate at one audit and goes back to the front of its tenant at the next, once
 /// every call that started before the first one's read has ended: within two intervals.
 pub const INFLIGHT_AUDIT_SECONDS: u64 = 15;
-/// In-flight entries one LRANGE of the audit reads (a payload may weigh a megabyte).
-pub const INFLIGHT_AUDIT_PAGE: u64 = 50;
 
 /// What a sweep concludes of a registered process (not the sweeping one) at `now` (Redis's clock).
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -8,7 +8,9 @@ use crate::names;
 /// The format this gem reads and writes. 1: before the version was kept (up to issue 30). 2: a recovery
 /// cut short waits in `inflight-recovering`, queues switched off in `off`, paused queues in `paused-queues`,
 /// clears under way in `clearing`, and each concurrency scope's waiting tenants are indexed (`<waiting>:index`).
-pub const FAIR_FORMAT: u64 = 2;
+/// 3: a process's in-flight jobs are a hash of short fields (`names::INFLIGHT_PREFIX`), acknowledged by field;
+/// a format-2 list of a dead process is turned into one by its recovery.
+pub const FAIR_FORMAT: u64 = 3;
 
 /// Where the format's version is kept.
 pub fn format_key() -> String {
@@ -48,9 +50,10 @@ mod tests {
     fn a_state_is_served_only_in_a_format_this_gem_knows() {
         assert_eq!(format_verdict(None), FormatVerdict::Upgrade);
         assert_eq!(format_verdict(Some("1")), FormatVerdict::Upgrade);
-        assert_eq!(format_verdict(Some("2")), FormatVerdict::Same);
-        assert_eq!(format_verdict(Some(" 2\n")), FormatVerdict::Same);
-        assert_eq!(format_verdict(Some("3")), FormatVerdict::Newer(3));
+        assert_eq!(format_verdict(Some("2")), FormatVerdict::Upgrade);
+        assert_eq!(format_verdict(Some("3")), FormatVerdict::Same);
+        assert_eq!(format_verdict(Some(" 3\n")), FormatVerdict::Same);
+        assert_eq!(format_verdict(Some("4")), FormatVerdict::Newer(4));
         assert_eq!(format_verdict(Some("two")), FormatVerdict::Unreadable);
         assert_eq!(format_verdict(Some("-1")), FormatVerdict::Unreadable);
         assert!(format_key().starts_with(names::ROOT));

@@ -65,6 +65,13 @@ fn parse_weight_field(ruby: &Ruby, field: String) -> Value {
     out.as_value()
 }
 
+/// An in-flight field's id (Integer), or nil for bytes that are no field.
+fn field_id(field: RString) -> Option<u64> {
+    // SAFETY: read before any Ruby code can run.
+    let bytes = unsafe { field.as_slice() };
+    fair::field_id(bytes).map(|(id, _)| id)
+}
+
 /// `[queue, tenant, job]` of an in-flight entry, or nil: queue and tenant as UTF-8 strings, the job with the
 /// bytes it was pushed with (binary), whatever the entry's encoding tag.
 fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
@@ -111,6 +118,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         ),
     )?;
     module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.define_singleton_method("field_id", magnus::function!(field_id, 1))?;
     module.define_singleton_method("parse_fair_queue", magnus::function!(parse_fair_queue, 1))?;
     module.define_singleton_method("fair_queue_mode", magnus::function!(fair_queue_mode, 2))?;
     module.define_singleton_method("check_weight", magnus::function!(check_weight, 1))?;
@@ -140,7 +148,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     module.const_set("RECOVERY_LEASE_MS", fair::RECOVERY_LEASE_MS)?;
     module.const_set("RECOVERY_BATCH", fair::RECOVERY_BATCH)?;
     module.const_set("INFLIGHT_AUDIT_SECONDS", fair::INFLIGHT_AUDIT_SECONDS)?;
-    module.const_set("INFLIGHT_AUDIT_PAGE", fair::INFLIGHT_AUDIT_PAGE)?;
     module.define_singleton_method(
         "recovered_key",
         magnus::function!(|identity: String| fair::recovered_key(&identity), 1),

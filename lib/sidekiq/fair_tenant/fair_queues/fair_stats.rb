@@ -143,8 +143,8 @@ module Sidekiq
       def in_flight(conn)
         counts = Hash.new { |h, k| h[k] = Hash.new(0) }
         FairFetch::Recovery.owners(conn).each do |identity|
-          conn.call("LRANGE", Native::Fair.inflight_key(identity), 0, -1).each do |entry|
-            queue, tenant, = Native::Fair.decode_entry(entry)
+          FairFetch::InFlightKeys.fields(conn, Native::Fair.inflight_key(identity)).each do |field|
+            queue, tenant, = Native::Fair.decode_entry(field)
             counts[queue][tenant] += 1 if queue
           end
         end

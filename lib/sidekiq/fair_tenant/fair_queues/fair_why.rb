@@ -49,10 +49,10 @@ module Sidekiq
 
       def running(conn, jid)
         FairFetch::Recovery.owners(conn).each do |identity|
-          conn.call("LRANGE", Native::Fair.inflight_key(identity), 0, -1).each do |entry|
-            next unless entry.include?(quoted(jid))
+          FairFetch::InFlightKeys.each_job(conn, Native::Fair.inflight_key(identity)) do |field, job|
+            next unless job.include?(quoted(jid))
 
-            return in_flight(conn, jid, identity, entry)
+            return in_flight(conn, jid, identity, field)
           end
         end
         nil

@@ -67,11 +67,6 @@ module Sidekiq
         true
       end
 
-      # The job at the end of an in-flight entry of `queue` and `tenant` ("<len>:<queue><len>:<tenant><job>").
-      # Queue, tenant and job of an in-flight entry ("<len>:<queue><len>:<tenant><job>", the format fair/keys.rs
-      # spells and the fetch script writes).
-      def entry_parts(entry) = length_prefixed(entry, 0, 2)
-
       # `count` length-prefixed fields ("<len>:<bytes>") of `text` from byte `at`, then the rest.
       def length_prefixed(text, at, count)
         fields = Array.new(count) do

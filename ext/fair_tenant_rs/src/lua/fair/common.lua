@@ -139,7 +139,8 @@ local function member_tenant(member)
   return member:sub(K_ACTIVATION_DIGITS + 1)
 end
 
--- "<len>:<queue><len>:<tenant><job>": how an in-flight job remembers where it goes back to.
+-- "<len>:<queue><len>:<tenant><rest>": where an in-flight job goes back to. `rest`: the field's id and slot
+-- mark (names.rs INFLIGHT_PREFIX); the job itself in a format-2 list's entry.
 local function inflight_entry(queue, tenant, job)
   return #queue .. ':' .. queue .. #tenant .. ':' .. tenant .. job
 end
@@ -156,6 +157,12 @@ local function entry_head(entry)
   tlen = finite(tlen, 0, #entry)
   if not tlen then return nil end
   return queue, entry:sub(rest2, rest2 + tlen - 1), rest2 + tlen
+end
+
+-- Whether an in-flight field says its job took a concurrency slot.
+local function inflight_slotted(field)
+  local _, _, at = entry_head(field)
+  return at ~= nil and string.find(field, '^%d+' .. K_INFLIGHT_SLOT_MARK .. '$', at) ~= nil
 end
 
 local function parse_entry(entry)

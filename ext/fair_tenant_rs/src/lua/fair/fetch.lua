@@ -11,27 +11,30 @@
 -- not registered for recovery, and none of a job the process is still running.
 -- KEYS  inflight (this process's list), weights, registry (processes with in-flight lists), recovered
 --       (copies of this process's recovered jobs)
--- ARGV  identity (this process), n, then n acknowledgements: in-flight entry, timing pairs (timing "" unless
---       the job's queue is fair by worker time: charge_back's "<charged> <ran> <len>:<queue><member>";
---       entry "": a timing alone, its entry dropped by a plain LREM), then q, then q base, queue, mode triples
---       (base "" for a plain queue; mode "time" or ""), then the wants (at most K_FETCH_BATCH), each a string:
---       "1" when its thread already took a wake-up token, else "0", followed by the order of its queues as
---       1-based indexes into the triples separated by commas (nothing: the order given).
+-- ARGV  identity (this process), n, then n acknowledgements: in-flight field, timing pairs (timing "" unless
+--       the job's queue is fair by worker time: charge_back's "<charged> <ran> <len>:<queue><member>"), then
+--       q, then q base, queue, mode triples (base "" for a plain queue; mode "time" or ""), then the wants (at
+--       most K_FETCH_BATCH), each a string: "1" when its thread already took a wake-up token, else "0",
+--       followed by the order of its queues as 1-based indexes into the triples separated by commas
+--       (nothing: the order given).
 -- The wants are served until one finds nothing (the later ones would find nothing too), one finds a fair
 -- queue with nothing in fair order but jobs in `queue:<name>` to adopt, or the jobs served reach
 -- K_CALL_BYTES (a call stays bounded in bytes; each serve is bounded in turns, serve.lua).
 -- An acknowledged job that held a concurrency slot gives it back (serve.lua's release_slot), and a tenant
 -- that waited for it is served by this very call if its turn comes first; a served job takes its slot.
--- Returns {starved, soonest, empty, n, n later, then job, extras pairs}, one flat reply (each element costs
+-- Returns {starved, soonest, empty, n, n later, then field, job, extras triples}, one flat reply (each element costs
 -- a client time to read): starved: the fair queue that stopped the wants, with nothing in fair order but jobs
 -- in `queue:<name>` to adopt, else false; soonest: when a want found nothing, the ms until a rate-capped tenant
 -- of its queues may start, else false; empty: 1 when a want found nothing to serve (the wants after it would
 -- find nothing either), else 0 (all served, or stopped by a starved queue or by K_CALL_BYTES: the caller calls
 -- again for the rest); later: the fair queues that served a job while their `queue:<name>` holds jobs to adopt;
--- then one pair per want served, in the wants' order. From a fair queue: the in-flight entry (what acknowledges
--- the job, the job at its end: a job crosses once) and "" or, when the job took a slot or its queue is fair by
--- worker time, "F<len>:<jid whose slot it took><len>:<charge, ms><member>" (each may be empty). From a plain
--- queue: the job and "P<queue>".
+-- then one triple per want served, in the wants' order. From a fair queue: the job's in-flight field (what
+-- acknowledges it: the job itself never comes back), the job, and "" or, when the job took a slot or its queue
+-- is fair by worker time, "F<len>:<jid whose slot it took><len>:<charge, ms><member>" (each may be empty).
+-- From a plain queue: "", the job and "P<queue>".
+-- The in-flight hash (KEYS[1]) holds field -> job (names.rs INFLIGHT_PREFIX): a job's bytes cross Lua once on
+-- the way in (its push) and once on the way out (here), and an acknowledgement costs the same whatever the
+-- job's size or the number in flight.
 local identity = ARGV[1]
 local acks = tonumber(ARGV[2])
 local at_queues = 3 + 2 * (acks or 0)
@@ -50,14 +53,13 @@ ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
 -- wakes is noted with its tag, corrected.
 local dropped = {}
 for i = 3, 1 + 2 * acks, 2 do
-  local found = ARGV[i] == '' or redis.call('LREM', KEYS[1], -1, ARGV[i]) == 1 -- from the tail: the oldest
+  -- A job that took a slot is read (its scope) before its field goes; others go unread.
+  local job = inflight_slotted(ARGV[i]) and redis.call('HGET', KEYS[1], ARGV[i])
+  local found = redis.call('HDEL', KEYS[1], ARGV[i]) == 1
   if found and ARGV[i + 1] ~= '' then charge_back(KEYS[2], ARGV[i + 1]) end
-  if found and ARGV[i] ~= '' then dropped[#dropped + 1] = ARGV[i] end
+  if found and job then dropped[#dropped + 1] = job end
 end
-for _, entry in ipairs(dropped) do
-  local _, _, at = entry_head(entry)
-  if at then release_slot(entry, woken_by_acks, at) end
-end
+for _, job in ipairs(dropped) do release_slot(job, woken_by_acks) end
 
 -- The queues, each read once a call: its keys, and whether `queue:<name>` holds jobs (for a fair queue).
 local listed = {}
@@ -76,25 +78,32 @@ local function waiting(q)
 end
 
 -- One want: its queues in its order; returns the served job's reply, or nil and the starved queue.
+local ids = nil -- the in-flight ids of this call's jobs: one INCRBY, taken when the first is served
+local function next_id()
+  if not ids then ids = redis.call('INCRBY', K_INFLIGHT_SEQ_KEY, #ARGV - first_want + 1) - (#ARGV - first_want + 1) end
+  ids = ids + 1
+  return ids
+end
+
 local function serve_want(woken, order)
   for index in order:gmatch('%d+') do
     local q = listed[tonumber(index)]
     if not q then return nil end
     if not q.k then
       local job = redis.call('RPOP', 'queue:' .. q.name)
-      if job then return { job, 'P' .. q.name } end
+      if job then return { '', job, 'P' .. q.name } end
     else
       q.k.put_back = 0 -- each want bounded as a single call is (serve)
       local tenant, job, held, charged, member = serve(q.k, q.name, false, woken_by_acks)
       if tenant then
         if not woken then q.tokens = (q.tokens or 0) + 1 end -- taken once a call
-        local entry = inflight_entry(q.name, tenant, job)
-        redis.call('LPUSH', KEYS[1], entry)
+        local field = inflight_entry(q.name, tenant, next_id() .. (held and K_INFLIGHT_SLOT_MARK or ''))
+        redis.call('HSET', KEYS[1], field, job)
         q.served = true
-        if not held and not charged then return { entry, '' } end
+        if not held and not charged then return { field, job, '' } end
         local ms = charged and string.format('%.17g', charged) or ''
         held = held or ''
-        return { entry, 'F' .. #held .. ':' .. held .. #ms .. ':' .. ms .. (charged and member or '') }
+        return { field, job, 'F' .. #held .. ':' .. held .. #ms .. ':' .. ms .. (charged and member or '') }
       elseif waiting(q) then
         return nil, q.name
       end
@@ -117,7 +126,7 @@ for i = first_want, #ARGV do
     break
   end
   served[#served + 1] = reply
-  bytes = bytes + #reply[1]
+  bytes = bytes + #reply[2]
   if bytes >= K_CALL_BYTES then break end
 end
 settle(woken_by_acks)
@@ -143,5 +152,6 @@ for _, queue in ipairs(later) do reply[#reply + 1] = queue end
 for _, job in ipairs(served) do
   reply[#reply + 1] = job[1]
   reply[#reply + 1] = job[2]
+  reply[#reply + 1] = job[3]
 end
 return reply

@@ -761,7 +761,7 @@ end
 
 -- A process missing from the registry (new, or its in-flight jobs were recovered while it stalled)
 -- registers again before it fetches or acknowledges anything. The copies of its recovered jobs still
--- waiting go back into its in-flight list as they were (it is still running those jobs, or finished them
+-- waiting go back into its in-flight hash under their fields (it is still running those jobs, or finished them
 -- and its acknowledgement follows), so it does not fetch them again, and nobody runs them after it
 -- finished them. A job with a concurrency slot holds it again (it runs). A copy already taken by another
 -- process runs there too (at least once). A copy is looked for among the first K_TAKE_BACK_DEPTH jobs of its
@@ -774,9 +774,10 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
   local copies = redis.call('HGETALL', recovered)
   if #copies == 0 then return end
   for i = 1, #copies, 2 do
-    local queue, tenant, job = parse_entry(copies[i + 1])
+    local queue, tenant = entry_head(copies[i]) -- field -> the job as it was put back
+    local job = copies[i + 1]
     if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job, K_TAKE_BACK_DEPTH) then
-      redis.call('RPUSH', inflight, copies[i]) -- at the tail, with the oldest in flight
+      redis.call('HSET', inflight, copies[i], job) -- under its field: its acknowledgement finds it
       local slot = slot_of(job)
       if slot then
         if redis.call('ZCARD', slot.holders) == 0 then register(slot) end

@@ -3,15 +3,14 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # Acknowledgements ride along: a job that ran has its in-flight entry dropped by the next fetch script
-      # call of any thread of the process, so a job costs one round trip (its fetch). A thread that blocks
+      # Acknowledgements ride along: a job that ran has its in-flight field dropped by the next fetch script
+      # call of any thread of the process, so a job costs one round trip (its fetch). A field is short (queue,
+      # tenant, id): the job's bytes never come back, whatever its size. A thread that blocks
       # without calling the script first, shutdown (`bulk_requeue`, which Sidekiq 8.1.3+ calls only on a hard
       # shutdown) and the process's exit send them on their own. A SIGKILL between a job's end and the next
       # fetch leaves its entry: the job runs again (at least once). Acknowledgements leave memory only once a
       # call that carried them returned: a failed, refused or interrupted call (a failover's READONLY, a
-      # timeout, Sidekiq::Shutdown) keeps them for the next (dropping an entry twice is harmless). A long entry
-      # (over INLINE_MAX_BYTES) of a job that took no slot is not carried into the fetch script but dropped by a
-      # plain LREM right after it: a string crossing into Lua costs Redis time in proportion to its length.
+      # timeout, Sidekiq::Shutdown) keeps them for the next (dropping a field twice is harmless).
       #
       # Pending acknowledgements belong to the in-flight list, not to a fetcher object: every fetcher of the
       # process fetching into the same list shares them. (Sidekiq 7.x/8.x build a capsule's fetcher lazily, in
@@ -19,8 +18,7 @@ module Sidekiq
       # and then all use the one memoised last; a job fetched through another must still be acknowledged.)
       module Acks
         ATTEMPTS_AT_EXIT = 3
-        INLINE_MAX_BYTES = Native::Names::INLINE_ACK_MAX_BYTES
-        Pending = Struct.new(:list, :mutex, :plain, :timing)
+        Pending = Struct.new(:list, :mutex, :timing)
         @fetchers = []
         @pending = {}
         @mutex = Mutex.new
@@ -32,8 +30,7 @@ module Sidekiq
             @mutex.synchronize do
               at_exit { Acks.flush_all } if @fetchers.empty?
               @fetchers << fetcher
-              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new, {}.compare_by_identity,
-                                                             {}.compare_by_identity)
+              @pending[fetcher.inflight_key] ||= Pending.new([], Mutex.new, {}.compare_by_identity)
             end
           end
 
@@ -59,13 +56,11 @@ module Sidekiq
           end
         end
 
-        # `slotless`: the job took no concurrency slot, so a long entry of it may go by a plain LREM. `timing`:
-        # under a queue fair by worker time, its charge and measured run time (FairUnit), sent with the entry
-        # (or alone, for a plain LREM's).
-        def acknowledged(entry, slotless: false, timing: nil)
+        # `timing`: under a queue fair by worker time, its charge and measured run time (FairUnit), sent with
+        # the field.
+        def acknowledged(entry, timing: nil)
           @acks.mutex.synchronize do
             @acks.list << entry
-            @acks.plain[entry] = true if slotless && entry.bytesize > INLINE_MAX_BYTES
             @acks.timing[entry] = timing if timing
           end
         end
@@ -89,22 +84,12 @@ module Sidekiq
           @acks.mutex.synchronize { @acks.list.dup }
         end
 
-        # The pending acknowledgements: those the fetch script carries, the plain ones, and the script's
-        # arguments for them (entry, timing pairs; a plain one's timing alone, entry "").
+        # The pending acknowledgements the fetch script carries, and its arguments for them (field, timing pairs).
         def acks_for_fetch
           @acks.mutex.synchronize do
-            carried, plain = @acks.list.partition { |entry| !@acks.plain.key?(entry) }
-            args = carried.flat_map { |entry| [entry, @acks.timing[entry] || ""] }
-            plain.each { |entry| args.push("", @acks.timing[entry]) if @acks.timing.key?(entry) }
-            [carried, plain, args]
+            carried = @acks.list.dup
+            [carried, carried.flat_map { |entry| [entry, @acks.timing[entry] || ""] }]
           end
-        end
-
-        # After a fetch script call returned (the process registered): the plain ones dropped by LREMs in one
-        # round trip (from the tail, as the script does), then all forgotten.
-        def acks_fetched(conn, carried, plain)
-          conn.pipelined { |pipe| plain.each { |entry| pipe.call("LREM", @keys.first, -1, entry) } } if plain.any?
-          acks_applied(carried + plain)
         end
 
         # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
@@ -115,10 +100,7 @@ module Sidekiq
           entries.each { |entry| sent[entry] = true }
           @acks.mutex.synchronize do
             @acks.list.reject! { |entry| sent.key?(entry) }
-            entries.each do |entry|
-              @acks.plain.delete(entry)
-              @acks.timing.delete(entry)
-            end
+            entries.each { |entry| @acks.timing.delete(entry) }
           end
         end
       end

@@ -1,19 +1,18 @@
 # frozen_string_literal: true
 
-require "digest"
-
 module Sidekiq
   module FairTenant
     class FairFetch
-      # Each process audits its own in-flight list, so that a job no thread of it runs does not wait for the
+      # Each process audits its own in-flight hash, so that a job no thread of it runs does not wait for the
       # process to exit. Two ways to get there: a fetch script ran but its reply was lost (Redis busy past the
       # client's read timeout: redis-rb 4.8 and redis-client send the call again, and the second run serves
       # another job), or Sidekiq never acknowledged a job (its retry could not be written: the processor's
       # thread ends).
       #
       # Every `every` seconds (EVERY unless set) the recovery thread (Sweeper, never a fetching thread) reads
-      # the list PAGE entries per LRANGE. An entry that no live thread of the process runs (InFlight) and no
-      # pending acknowledgement names (Acks) is orphaned. An entry orphaned at two audits in a row goes back to
+      # the fields of its in-flight hash (HKEYS: short, the jobs stay in Redis). A field that no live thread of
+      # the process runs (InFlight) and no pending acknowledgement names (Acks) is orphaned. A field orphaned
+      # at two audits in a row goes back to
       # the front of its tenant (the ack script's "requeue": atomic, harmless when sent twice, the job's
       # interruption count untouched: it did not run), provided every call that started before the first of
       # them had read the list (InFlight's numbers) has ended: a fetch whose reply is still on its way has then
@@ -21,7 +20,6 @@ module Sidekiq
       # call still under way: bounded by the client's read timeout and its one retry).
       module Audit
         EVERY = Native::Fair::INFLIGHT_AUDIT_SECONDS
-        PAGE = Native::Fair::INFLIGHT_AUDIT_PAGE
         PACE = Interval.new(EVERY)
         @every = EVERY
 
@@ -48,12 +46,7 @@ module Sidekiq
           def run(conn, ledger)
             previous, mark = ledger.mutex.synchronize { [ledger.candidates, ledger.mark] }
             found = {}
-            back = 0
-            (0..).step(PAGE) do |from|
-              page = conn.call("LRANGE", ledger.key, from, from + PAGE - 1)
-              back += audit_page(conn, ledger, page, [previous, mark, found])
-              break if page.size < PAGE
-            end
+            back = audit_page(conn, ledger, conn.call("HKEYS", ledger.key), [previous, mark, found])
             started = InFlight.started(ledger) # every entry read was written by a call numbered up to this
             ledger.mutex.synchronize do
               ledger.candidates = found
@@ -65,7 +58,7 @@ module Sidekiq
 
           private
 
-          # What the page says, in this order: the page read, then whether the previous audit's calls have
+          # What the fields say, in this order: the fields read, then whether the previous audit's calls have
           # ended, then what runs here (a call that ended had handed its unit out before).
           def audit_page(conn, ledger, page, (previous, mark, found))
             settled = InFlight.settled?(ledger, mark)
@@ -75,11 +68,10 @@ module Sidekiq
               bytes = entry.b
               next held[bytes] -= 1 if held[bytes].positive?
 
-              digest = Digest::SHA256.digest(bytes)
-              if settled && previous.key?(digest)
+              if settled && previous.key?(bytes)
                 back << bytes
               else
-                found[digest] = true
+                found[bytes] = true
               end
             end
             back.empty? ? 0 : ledger.fetcher.finish("requeue", back, conn).to_i

@@ -3,8 +3,9 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # A job from a fair queue: acknowledged (dropped from the in-flight list, with the next fetch) after it
-      # ran, or put back at the front of its tenant. `held`: the jid whose slot the fetch took, or "".
+      # A job from a fair queue: acknowledged (its in-flight field dropped, with the next fetch) after it ran, or
+      # put back at the front of its tenant. `entry`: its in-flight field. `held`: the jid whose slot the fetch
+      # took, or "".
       # `timing`: under a queue fair by worker time, [charge (ms), "<len>:<queue><member>", fetched at (ms)].
       FairUnit = Struct.new(:queue, :job, :entry, :fetch, :held, :timing) do
         def self.timing(queue, charged, member)
@@ -19,7 +20,7 @@ module Sidekiq
 
         # Pending first, then no longer run: the audit (Audit) always finds the entry in one or the other.
         def acknowledge
-          fetch.acknowledged(entry, slotless: held.to_s.empty?, timing: ran)
+          fetch.acknowledged(entry, timing: ran)
           fetch.returned(self)
         end
 

@@ -3,9 +3,9 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # A job the fetch script served: from a fair queue with its in-flight entry (`held`: the jid whose slot it
-      # took, or ""; `charged`, `member`: under `time`, what its timing names, else ""); from a plain queue
-      # tenant and entry are nil.
+      # A job the fetch script served: from a fair queue with its in-flight field (`entry`: what acknowledges it;
+      # `held`: the jid whose slot it took, or ""; `charged`, `member`: under `time`, what its timing names, else
+      # ""); from a plain queue tenant and entry are nil.
       Served = Struct.new(:queue, :tenant, :job, :entry, :held, :charged, :member)
       Served::NONE = ["", "", ""].freeze
 
@@ -13,17 +13,18 @@ module Sidekiq
       # what the caller does next. The script replies one flat array (each element costs the client time to read).
       FetchReply = Struct.new(:served, :starved, :later, :soonest, :empty) do
         def self.read(raw)
-          starved, soonest, empty, later, *pairs = raw
-          later = pairs.shift(later)
-          new(pairs.each_slice(2).map { |first, extras| served(first, extras) }, starved, later, soonest, empty == 1)
+          starved, soonest, empty, later, *triples = raw
+          later = triples.shift(later)
+          new(triples.each_slice(3).map { |field, job, extras| served(field, job, extras) }, starved, later, soonest,
+              empty == 1)
         end
 
-        def self.served(first, extras)
-          return Served.new(extras.byteslice(1, extras.bytesize - 1), nil, first, nil, "", "", "") if extras[0] == "P"
+        def self.served(field, job, extras)
+          return Served.new(extras.byteslice(1, extras.bytesize - 1), nil, job, nil, "", "", "") if extras[0] == "P"
 
-          queue, tenant, job = JobBytes.entry_parts(first)
+          queue, tenant, = Native::Fair.decode_entry(field)
           held = extras.empty? ? Served::NONE : JobBytes.length_prefixed(extras, 1, 2)
-          Served.new(queue, tenant, job, first, *held)
+          Served.new(queue, tenant, job, field, *held)
         end
       end
     end

@@ -3,7 +3,7 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # Jobs left in the in-flight list of a process that died without requeueing them (SIGKILL, OOM, a lost
+      # Jobs left in the in-flight hash of a process that died without requeueing them (SIGKILL, OOM, a lost
       # host) go back to the front of their tenants: at least once. A process is taken for dead when its
       # Sidekiq heartbeat key (rewritten every 5-10 s, expiring 60 s after the last beat) is gone, and still
       # gone LAPSE seconds after a sweep first found it gone, and the process did not show it lives meanwhile:
@@ -52,17 +52,21 @@ module Sidekiq
           end
 
           # A process's in-flight jobs back (fair queues of this process's config to their tenants, other
-          # queues to `queue:<name>`), the newest ENTRIES per call (from the list's head), each put at the front
-          # of its tenant: a later call's older jobs go ahead of an earlier call's, so a tenant gets them back
-          # in the order it was given them. Each call checks in Redis that the process may still be recovered
-          # (the script): one that registered again between calls (it was only stalled) keeps the rest. Returns
-          # the number of entries taken.
+          # queues to `queue:<name>`), the newest ENTRIES per call (the fields' ids), each put at the front of
+          # its tenant: a later call's older jobs go ahead of an earlier call's, so a tenant gets them back in
+          # the order it was given them. Each call checks in Redis that the process may still be recovered (the
+          # script): one that registered again between calls (it was only stalled) keeps the rest. A format-2
+          # list (a process of an older gem) becomes a hash first (the script's "upgrade"). Returns the number
+          # of jobs taken.
           def recover_process(conn, identity)
             key = Native::Fair.inflight_key(identity)
+            return 0 if conn.call("TYPE", key).to_s == "list" && upgrade(conn, identity, key).to_i.zero?
+
+            fields = RecoveryBatch.fields(conn, key)
             found = 0
             loop do
-              entries, more = RecoveryBatch.read(conn, key)
-              taken = recover_entries(conn, identity, key, entries) # none: the process is forgotten all the same
+              pairs, more = RecoveryBatch.read(conn, key, fields)
+              taken = recover_entries(conn, identity, key, pairs) # none: the process is forgotten all the same
               found += taken
               break if !more || taken.zero?
             end
@@ -88,16 +92,15 @@ module Sidekiq
 
           private
 
-          def recover_entries(conn, identity, key, entries)
+          def recover_entries(conn, identity, key, pairs)
             killed = []
-            triples = entries.flat_map { |entry| disposition(entry, killed) }
-            found = FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, REGISTRY, SUSPECTS, "dead",
-                                                 Native::Fair.recovered_key(identity), RECOVERING],
-                                   ["recover", Native::Fair.base_template, FairQueues::TOKEN_CAP, identity,
-                                    Time.now.to_f.to_s, KEEP, *triples])
+            triples = pairs.flat_map { |field, job| disposition(field, job, killed) }
+            found = RecoveryBatch.call(conn, identity, key, "recover", triples)
             Dead.written(killed) if found.to_i.positive? # (0: the process may not be recovered any more)
             found.to_i
           end
+
+          def upgrade(conn, identity, key) = RecoveryBatch.call(conn, identity, key, "upgrade", [])
 
           def look(conn, own_identity)
             result = resume(conn, { recovered: 0, processes: 0, suspected: 0, due_in: nil })
@@ -127,11 +130,12 @@ module Sidekiq
             result[:due_in] = [result[:due_in], Float(due_in)].compact.min
           end
 
-          # [entry, action, job] for the recover script.
-          def disposition(entry, killed)
-            raw = entry.b
-            queue, _tenant, job = Native::Fair.decode_entry(raw)
-            return [raw, "dead", raw].tap { killed << [nil, raw, NotAJob.new("not an in-flight entry")] } unless queue
+          # [field, action, job] for the recover script.
+          def disposition(field, job, killed)
+            raw = field.b
+            job = job.b
+            queue, = Native::Fair.decode_entry(raw)
+            return [raw, "dead", job].tap { killed << [nil, job, NotAJob.new("not an in-flight entry")] } unless queue
 
             payload = Dead.job(job)
             unless payload

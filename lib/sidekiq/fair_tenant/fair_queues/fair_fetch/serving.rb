@@ -35,7 +35,7 @@ module Sidekiq
         # returned); its reply read (FetchReply). Each want names its order of the queues (Sidekiq's weights,
         # shuffled per thread).
         def fetch_once(conn, wants)
-          carried, plain, acks = acks_for_fetch
+          carried, acks = acks_for_fetch
           queues = wants.flat_map(&:names).uniq
           index = queues.each_with_index.to_h
           orders = wants.map do |want|
@@ -44,11 +44,11 @@ module Sidekiq
           argv = [@identity, acks.size / 2, *acks, queues.size, *queues.flat_map { |name| FairFetch.fetch_args(name) },
                   *orders]
           reply = FairQueues.run(conn, "fetch", @keys, argv)
-          acks_fetched(conn, carried, plain)
+          acks_applied(carried)
           FetchReply.read(reply)
         end
 
-        # The unit of work of a served job (a fair queue's job is the end of its in-flight entry), handed to
+        # The unit of work of a served job (a fair queue's with its in-flight field), handed to
         # `thread`. Under `time` it carries its charge and its tenant's member, and the clock starts.
         def unit(served, thread)
           queue = "queue:#{served.queue}"
