@@ -289,7 +289,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     sent = monitor_commands do
       Sidekiq.redis { |conn| expect(recovery.sweep(conn)).to include(recovered: 8, processes: 1) }
     end
-    expect(sent.count("lrange")).to eq(3) # 3 + 3 + 2 entries
+    expect(sent.count("hmget")).to eq(3) # 3 + 3 + 2 jobs
 
     expect(redis.hlen(dead.inflight_key)).to eq(0)
     expect(redis.sismember(recovery::REGISTRY, "dead:1:a")).to be(false)

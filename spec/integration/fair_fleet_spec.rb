@@ -98,7 +98,7 @@ RSpec.describe "Fair queue recovery across a fleet" do
     # The dead process left the registry; the live ones kept their jobs and are not suspected.
     expect(redis.smembers(registry)).not_to include(dead)
     expect(redis.exists?(fair.inflight_key(dead))).to be(false)
-    live.each { |identity| expect(redis.hlen(fair.inflight_key(identity))).to eq(1) }
+    live.each { |identity| expect(redis.llen(fair.inflight_key(identity))).to eq(1) } # (format-2 lists: left alone)
     expect(redis.hkeys(fair.recovery_suspects_key) & live).to eq([])
   end
 

@@ -55,6 +55,35 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     end
   end
 
+  # The in-flight list a process of the previous gem (format 2) kept, newest entry first:
+  # "<len>:<queue><len>:<tenant><job>".
+  def as_format2_list(identity)
+    key = names.inflight_key(identity)
+    fields = redis.hgetall(key).sort_by { |field, _job| -names.field_id(field) }
+    redis.del(key)
+    fields.each do |field, job|
+      queue, tenant, = names.decode_entry(field)
+      redis.rpush(key, "#{queue.bytesize}:#{queue}#{tenant.bytesize}:#{tenant}#{job}")
+    end
+  end
+
+  it "recovers the in-flight list of a dead process of the previous gem (a rolling deploy strands nothing)" do
+    dead_process("dead:old:a", 9)
+    as_format2_list("dead:old:a")
+    redis.rpush(names.inflight_key("dead:old:a"), "not an entry") # the oldest
+    expect(redis.type(names.inflight_key("dead:old:a"))).to eq("list")
+
+    expect(sweep).to include(recovered: 10, processes: 1)
+    expect(redis.exists?(names.inflight_key("dead:old:a"))).to be(false)
+    expect(owners).to be_empty
+    expect(redis.zrange("dead", 0, -1)).to eq(["not an entry"])
+    # Each tenant has its jobs back in the order it was served them (t0: 0, 3, 6), ahead of nothing else.
+    %w[t0 t1 t2].each_with_index do |tenant, t|
+      back = redis.lrange("#{fair.base("fair")}t:#{tenant}", 0, -1).map { |job| JSON.parse(job)["args"][1] }
+      expect(back).to eq([t, t + 3, t + 6])
+    end
+  end
+
   it "finishes a recovery whose sweeper died after its first call (the rest is not stranded)" do
     dead_process("dead:1:a", 12)
     killed = Class.new(Exception) # rubocop:disable Lint/InheritException -- SIGKILL: nothing rescues it
