@@ -3,19 +3,21 @@
 module Sidekiq
   module FairTenant
     class FairFetch
-      # In-flight entries dropped (acknowledged) or put back at the front of their tenants (requeued), and the
+      # In-flight fields dropped (acknowledged) or their jobs put back at the front of their tenants (requeued), and the
       # in-flight ledger (InFlight) told: a call that may write entries into the list is counted while under way,
       # and a unit acknowledged or requeued runs in no thread any more.
       module Finish
-        # Drops in-flight entries ("ack": entry, timing pairs) or puts their jobs back at the front of their
-        # tenants ("requeue"), one call per FairQueues::CALL_BYTES of entries (a shutdown's bulk requeue of
-        # large jobs is several calls). Returns how many were found in the list.
-        def finish(mode, entries, conn = nil)
-          return redis { |c| finish(mode, entries, c) } unless conn
+        # Drops in-flight fields ("ack": field, timing pairs) or puts their jobs back at the front of their
+        # tenants ("requeue"), one call per FairQueues::CALL_BYTES of jobs moved (`sizes`: the jobs' bytes, one
+        # per field, read with HSTRLEN when not given; a shutdown's bulk requeue of large jobs is several calls).
+        # Returns how many were found.
+        def finish(mode, entries, conn = nil, sizes: nil)
+          return redis { |c| finish(mode, entries, c, sizes: sizes) } unless conn
 
           groups = entries.each_slice(mode == "ack" ? 2 : 1).to_a
+          weights = (sizes || weights(conn, mode, groups)).each
           InFlight.call(@ledger) do
-            JobBytes.slices(groups, Float::INFINITY) { |group| group.sum(&:bytesize) }
+            JobBytes.slices(groups, Float::INFINITY) { weights.next }
                     .sum { |slice| finish_call(conn, mode, slice.flatten).to_i }
           end
         end
@@ -27,6 +29,13 @@ module Sidekiq
 
         private
 
+        # What each group moves: a requeue's jobs (read with HSTRLEN), an acknowledgement's field and timing.
+        def weights(conn, mode, groups)
+          return groups.map { |group| group.sum(&:bytesize) } unless mode == "requeue" && groups.size > 1
+
+          conn.pipelined { |pipe| groups.each { |(field)| pipe.call("HSTRLEN", @keys.first, field) } }.map(&:to_i)
+        end
+
         # One call of the ack script ("ack" or "requeue").
         def finish_call(conn, mode, entries)
           FairQueues.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
@@ -36,12 +45,14 @@ module Sidekiq
 
         def requeue_units(units)
           fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
-          begin
-            finish("requeue", fair.map(&:entry)) unless fair.empty?
-          ensure
-            fair.each { |unit| returned(unit) }
-          end
+          requeue_fair(fair) unless fair.empty?
           requeue_plain(plain.group_by(&:queue)) unless plain.empty?
+        end
+
+        def requeue_fair(units)
+          finish("requeue", units.map(&:entry), sizes: units.map { |unit| unit.job.bytesize })
+        ensure
+          units.each { |unit| returned(unit) }
         end
 
         def requeue_plain(by_queue)
