@@ -767,22 +767,35 @@ end
 -- process runs there too (at least once). A copy is looked for among the first K_TAKE_BACK_DEPTH jobs of its
 -- tenant (recovery put it at the front; only as many jobs recovered or requeued to that tenant since go ahead
 -- of it), so a copy already served costs a bounded look, not a pass over the tenant's whole backlog.
+-- The copies come in the hash's order, which a server seeds at random: nothing may depend on it. A scope the
+-- copies find without holders is registered once, after they are all back, with the highest limit they carry
+-- there (ties: the longest lease), not with whichever came first (what a deleted runtime limit wakes by).
 local function ensure_registered(identity, inflight, registry, recovered, weights)
   if redis.call('SISMEMBER', registry, identity) == 1 then return end
   redis.call('SADD', registry, identity)
   redis.call('SREM', K_INFLIGHT_RECOVERING_KEY, identity) -- a recovery cut short leaves it the rest
   local copies = redis.call('HGETALL', recovered)
   if #copies == 0 then return end
+  local fresh = {} -- per scope met (holders key): the slot to register it with, or false (it had holders)
   for i = 1, #copies, 2 do
     local queue, tenant, job = parse_entry(copies[i + 1])
     if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job, K_TAKE_BACK_DEPTH) then
       redis.call('RPUSH', inflight, copies[i]) -- at the tail, with the oldest in flight
       local slot = slot_of(job)
       if slot then
-        if redis.call('ZCARD', slot.holders) == 0 then register(slot) end
+        local best = fresh[slot.holders]
+        if best == nil then
+          fresh[slot.holders] = redis.call('ZCARD', slot.holders) == 0 and slot
+        elseif best and (slot.default > best.default
+                         or (slot.default == best.default and slot.lease > best.lease)) then
+          fresh[slot.holders] = slot
+        end
         redis.call('ZADD', slot.holders, now_ms() + slot.lease, slot.jid)
       end
     end
+  end
+  for _, slot in pairs(fresh) do
+    if slot then register(slot) end
   end
   redis.call('DEL', recovered)
 end
