@@ -23,8 +23,8 @@ end
 
 local function scope_keys(tag, sub)
   local base = K_SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
-  return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, meta = base .. K_META,
-           limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
+  return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, runs = base .. sub .. K_RUNS,
+           meta = base .. K_META, limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
 end
 
 -- A waiting entry's field in its scope's index: "<len>:<queue><tenant>", or nil (not an entry this gem wrote).
@@ -310,6 +310,13 @@ local function register(slot)
   redis.call('SADD', K_SLOT_TAGS_KEY, slot.tag)
 end
 
+-- A slot a fair-queue job holds belongs to no run of a plain queue's (slots/common.lua's runs): one recorded for
+-- its jid (a run whose lease ran out, dropped by a reclaim that leaves runs as they are, or a run whose slot this
+-- copy now shares) is forgotten, so that run's late release frees nothing of this job's (give_back.lua).
+local function unowned(slot)
+  redis.call('HDEL', slot.runs, slot.jid)
+end
+
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
 -- the over tier; never with a limit of 0, which halts). `known`: {slot, limit, running} read earlier in the
 -- same call (a release that woke this tenant), which spares reading them again; only when this job carries
@@ -338,6 +345,7 @@ local function take_slot(slot, beyond, known)
   -- parked job or waiter, so a tenant that waits behind holders is always visited.
   if running == 0 then register(slot) end
   running = running + redis.call('ZADD', slot.holders, now + slot.lease, slot.jid)
+  unowned(slot)
   return true, running, limit
 end
 
@@ -791,6 +799,7 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
           fresh[slot.holders] = slot
         end
         redis.call('ZADD', slot.holders, now_ms() + slot.lease, slot.jid)
+        unowned(slot)
       end
     end
   end
