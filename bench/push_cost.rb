@@ -46,7 +46,8 @@ JOBS = {
 # The fair push to bench_noop runs `return 1` with the push script's keys and arguments.
 Sidekiq::FairTenant::FairQueues.singleton_class.prepend(Module.new do
   def run(conn, name, keys, argv)
-    return Sidekiq::FairTenant::ScriptRunner.run(conn, *NOOP, keys, argv) if name == "push" && argv[1] == "bench_noop"
+    queue = argv.size == 3 ? argv[0] : argv[1] # the push script's short form (one job), or its long form
+    return Sidekiq::FairTenant::ScriptRunner.run(conn, *NOOP, keys, argv) if name == "push" && queue == "bench_noop"
 
     super
   end

@@ -1,9 +1,11 @@
 # frozen_string_literal: true
 
 # What the fair push script costs on the server against the least a one-call push could cost, on a redis-server of
-# its own: server µs per FCALL (commandstats) of the push function as shipped, its body before issue 31 item 4's
-# second pass (5660109, patched into the same library), a function of the same library that only returns, one that
-# runs just RPUSH, SADD, LLEN and HINCRBY on keys made by hand, and Sidekiq's own SADD + LPUSH; modes taking turns.
+# its own: server µs per FCALL (commandstats) of the push function as shipped (called as a client's single push
+# calls it, the short form: queue, tenant, job; and in its long form: base, queue, cap, time, id, tenant, job), its
+# body before issue 31 item 4's second pass (5660109, patched into the same library), a function of the same
+# library that only returns, one that runs just RPUSH, SADD, LLEN and HINCRBY on keys made by hand, and Sidekiq's
+# own SADD + LPUSH; modes taking turns.
 #
 #   bundle exec ruby bench/push_script_cost.rb
 #   CALLS=50000 ROUNDS=5 bundle exec ruby bench/push_script_cost.rb
@@ -58,14 +60,17 @@ functions = VARIANTS.each_with_index.to_h do |(label, patch), index|
   [label, FUNCTION.sub(LIBRARY_NAME, "variant#{index}")]
 end
 PUSH = Sidekiq::FairTenant::PushCalls
-args = ->(i) { [2, *PUSH::KEYS, *PUSH.build("bench_fair", [[TENANTS[i % 50], job]]).first] }
+args = ->(i) { [2, *PUSH::KEYS, *PUSH.build("bench_fair", [[TENANTS[i % 50], job]]).first] } # a client's: short
 BASE = FQ.base("bench_fair")
+long_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, "", "", TENANTS[i % 50], job] }
 before_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, 1.7e9, TENANTS[i % 50], job] }
 # [call, the commands whose server time it is] (commands run inside a function are counted apart too).
 modes = functions.to_h do |label, name|
-  given = label.start_with?("push as before") ? before_args : args
+  given = { "push as before (5660109)" => before_args, "RPUSH, SADD, LLEN, HINCRBY" => long_args }.fetch(label, args)
   [label, [->(i) { redis.call("FCALL", name, *given.call(i)) }, %w[fcall]]]
 end
+modes["push function, long form"] = [->(i) { redis.call("FCALL", functions["push function"], *long_args.call(i)) },
+                                     %w[fcall]]
 modes["Sidekiq's SADD + LPUSH"] = [lambda do |_|
   redis.pipelined { |p| [p.call("SADD", "queues", "plain"), p.call("LPUSH", "queue:plain", job)] }
 end, %w[sadd lpush]]

@@ -62,6 +62,22 @@ RSpec.describe "Fair bulk push" do
     expect(redis.keys("#{base}#{names::PUSH_CALL}*")).to eq([])
   end
 
+  it "sends a single push in the script's short form (queue, tenant, job), as the long form pushes it" do
+    job = pairs(1)
+    short = calls_for("fair", job)
+    long = push_calls.build("fair", job, Time.now.to_f - 10)
+    expect(short).to eq([["fair", *job[0]]])
+    expect(long[0].size).to eq(7)
+
+    Sidekiq.redis { |conn| push_calls.send_all(conn, short) }
+    Sidekiq.redis { |conn| push_calls.send_all(conn, long) }
+    expect(fair.backlog(redis, "fair")).to eq(3)
+    expect(listed.tally).to eq({ ["warm", 0] => 1, ["t0", 0] => 2 })
+    expect(redis.keys("#{base}#{names::PUSH_CALL}*")).to eq([])
+    expect { Sidekiq.redis { |conn| fair.run(conn, "push", push_calls::KEYS, %w[fair t0]) } }
+      .to raise_error(/ERR push: base, queue, cap/)
+  end
+
   it "pushes nothing twice when a bulk push's calls are sent again whole (a lost reply)" do
     calls = calls_for("fair", pairs(250))
     expect(calls.size).to eq(3)

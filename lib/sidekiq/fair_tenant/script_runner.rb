@@ -9,11 +9,13 @@ module Sidekiq
     # same script by EVALSHA, from then on on that connection.
     module ScriptRunner
       WITHOUT_FUNCTIONS = ObjectSpace::WeakMap.new
+      # Key counts as the clients would write them (an Integer argument costs them a conversion each call).
+      NUMKEYS = Array.new(16) { |count| count.to_s.freeze }.freeze
 
       module_function
 
       def run(conn, sha, source, keys, argv)
-        conn.call("EVALSHA", sha, keys.size, *keys, *argv)
+        conn.call("EVALSHA", sha, NUMKEYS[keys.size] || keys.size, *keys, *argv)
       rescue StandardError => e
         raise unless e.message.start_with?("NOSCRIPT")
 
@@ -26,7 +28,7 @@ module Sidekiq
         return run(conn, sha, source, keys, argv) if WITHOUT_FUNCTIONS.key?(conn)
 
         begin
-          conn.call("FCALL", name, keys.size, *keys, *argv)
+          conn.call("FCALL", name, NUMKEYS[keys.size] || keys.size, *keys, *argv)
         rescue StandardError => e
           raise unless e.message.include?("Function not found") || e.message.match?(/unknown command .FCALL/i)
           return no_functions(conn, sha, source, keys, argv) if e.message.include?("unknown command")

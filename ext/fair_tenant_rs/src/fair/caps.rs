@@ -99,7 +99,8 @@ pub struct CappedSfq {
     charges: HashMap<u64, (u64, f64)>,
     limits: HashMap<String, usize>,
     /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
-    /// while it had none: the Lua's sweep registration): what a deleted runtime limit wakes by.
+    /// while it had none, or the highest of the copies a take-back found it without holders for: the Lua's
+    /// sweep registration): what a deleted runtime limit wakes by.
     registered: HashMap<String, usize>,
     /// Scopes of one tag (a tenant's queues, or a key), and limits set for a whole tag (`*`).
     tags: HashMap<String, String>,
@@ -358,32 +359,44 @@ impl CappedSfq {
         runtime.or(self.registered.get(scope)).copied()
     }
 
-    /// A waiting job taken back in flight by the process a recovery took it from (it had only stalled,
-    /// and is still running it): out of its tenant's backlog as [`CappedSfq::delete`], in flight again,
-    /// holding its slot again whatever the scope's count (it runs; the first holder registers the scope).
-    /// Returns whether it was still waiting.
-    pub fn reclaim(&mut self, job: u64) -> bool {
-        let Some(tenant) = self
-            .sfq
-            .backlog
-            .iter()
-            .find(|(_, l)| l.contains(&job))
-            .map(|(t, _)| t.clone())
-        else {
-            return false;
-        };
-        let slot = self.slots.get(&job).cloned();
-        self.delete(job);
-        if let Some(slot) = slot {
-            let holders = self.holders.entry(slot.scope.clone()).or_default();
-            if holders.is_empty() {
-                self.registered.insert(slot.scope.clone(), slot.limit);
+    /// Waiting jobs taken back in flight by the process a recovery took them from (it had only stalled,
+    /// and is still running them), all in one call: each out of its tenant's backlog as
+    /// [`CappedSfq::delete`], in flight again, holding its slot again whatever the scope's count (it runs).
+    /// A scope they found without holders is registered with the highest limit its copies carry, whatever
+    /// their order (the Lua takes them in a hash's order). Returns those that were still waiting, in order.
+    pub fn reclaim(&mut self, jobs: &[u64]) -> Vec<u64> {
+        // Per scope met: the highest limit of its copies, or None when it had holders already.
+        let mut fresh: HashMap<String, Option<usize>> = HashMap::new();
+        let mut back = Vec::new();
+        for &job in jobs {
+            let Some(tenant) = (self.sfq.backlog.iter())
+                .find(|(_, l)| l.contains(&job))
+                .map(|(t, _)| t.clone())
+            else {
+                continue;
+            };
+            let slot = self.slots.get(&job).cloned();
+            self.delete(job);
+            if let Some(slot) = slot {
+                let holders = self.holders.entry(slot.scope.clone()).or_default();
+                let limit = fresh
+                    .entry(slot.scope.clone())
+                    .or_insert_with(|| holders.is_empty().then_some(slot.limit));
+                if let Some(limit) = limit {
+                    *limit = (*limit).max(slot.limit);
+                }
+                holders.insert(job);
+                self.slots.insert(job, slot);
             }
-            holders.insert(job);
-            self.slots.insert(job, slot);
+            self.inflight.insert(job, tenant);
+            back.push(job);
         }
-        self.inflight.insert(job, tenant);
-        true
+        for (scope, limit) in fresh {
+            if let Some(limit) = limit {
+                self.registered.insert(scope, limit);
+            }
+        }
+        back
     }
 
     /// The tenant of a job in flight.
@@ -1181,6 +1194,36 @@ mod tests {
         assert_eq!(q.pop(), Some(("b".into(), 4)));
         assert_eq!(q.over(), ["a"]);
         assert_eq!(q.pop(), Some(("a".into(), 3))); // nobody ready: past its limit, as elastic caps go
+    }
+
+    #[test]
+    fn a_take_back_registers_an_empty_scope_with_its_copies_highest_limit_in_any_order() {
+        // Three classes share a static key (limits 2, 3, 4); their jobs are recovered from a process that
+        // only stalled and comes back for them together, in one order or the other (the Lua reads them
+        // from a hash). "b" (limit 2) waits behind the three; the runtime limit deleted, the key's limit is
+        // the highest of the copies' (4): "b" is woken, and held back again at its turn by its own limit.
+        for order in [[1, 2, 3], [3, 1, 2]] {
+            let mut q = CappedSfq::new();
+            for (job, limit) in [(1, 2), (2, 3), (3, 4)] {
+                q.push(&format!("t{job}"), job, Some(Slot::fixed("k", limit)));
+            }
+            for _ in 0..3 {
+                assert!(q.pop().is_some());
+            }
+            for job in 1..=3 {
+                q.requeue(job); // recovered: back in front, the slots given back
+            }
+            assert_eq!(q.reclaim(&order), order);
+            assert_eq!(q.running("k"), 3);
+            q.push("b", 4, Some(Slot::fixed("k", 2)));
+            assert_eq!(q.pop(), None);
+            assert_eq!(q.capped(), ["b"]);
+            q.set_limit("k", 0);
+            q.clear_limit("k");
+            assert!(q.capped().is_empty(), "order {order:?}");
+            assert_eq!(q.pop(), None);
+            assert_eq!(q.capped(), ["b"]);
+        }
     }
 
     #[test]

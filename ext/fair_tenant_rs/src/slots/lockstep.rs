@@ -2,9 +2,11 @@
 //! scope), re-sent acquires, releases by current and stale runs, give-backs after lost replies (before or after
 //! the lost call), fetches of handed-over copies, runtime limits, sweeps and a moving clock, run through the
 //! slot scripts users run (their source from [`super::script`], with `now_ms` reading a key of the test's in
-//! place of TIME) on a redis-server of its own, and through [`PlainSlots`]. After every step the replies and
-//! the scope's state (holders with leases, runs, parked jobs in order, their terms, runs given up, the queue)
-//! must agree.
+//! place of TIME) on a redis-server of its own, and through [`PlainSlots`]; and copies of the same jobs served
+//! by a fair queue's fetch and acknowledged (`fair/serve.lua`'s take_slot and release_slot, the functions
+//! themselves). After every step the replies and the scope's state (holders with leases, runs, parked jobs in
+//! order, their terms, runs given up, the queue) must agree, and a copy a fair fetch served still holds its
+//! slot until its acknowledgement or its lease's end (no plain run's release frees it).
 //!
 //! `SLOTS_LOCKSTEP_SEQUENCES` (default 200), `SLOTS_LOCKSTEP_STEPS` (default 60), `SLOTS_LOCKSTEP_SEED`.
 
@@ -42,6 +44,14 @@ enum Op {
     },
     /// A thread fetches the job at the queue's tail.
     Fetch,
+    /// A fair queue's fetch serves a copy of job `n` (it takes the jid's slot when the scope has room).
+    FairTake {
+        job: usize,
+    },
+    /// That copy is acknowledged: its jid's slot goes back.
+    FairAck {
+        job: usize,
+    },
     Limit(Option<u64>),
     Sweep,
     Clock(u64),
@@ -54,7 +64,9 @@ fn random_op(rng: &mut Rng) -> Op {
         0 => Some((rng.below(JOBS), rng.below(3))),
         _ => None,
     };
-    match rng.below(20) {
+    match rng.below(23) {
+        20..=21 => Op::FairTake { job },
+        22 => Op::FairAck { job },
         0..=6 => Op::Acquire {
             job,
             resend: false,
@@ -91,14 +103,46 @@ struct Lockstep<'a> {
     runs: BTreeMap<usize, Vec<(String, f64)>>,
     next_run: usize,
     next_score: f64,
+    /// Jobs a fair fetch served, not acknowledged, with their lease's end: each must hold its slot until then.
+    fair_held: BTreeMap<usize, u64>,
 }
 
 fn eval<T: redis::FromRedisValue>(
     con: &mut Connection,
     name: &str,
-    (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>),
+    call: (Vec<Vec<u8>>, Vec<Vec<u8>>),
 ) -> T {
     let (_, source) = slots::script(name).unwrap();
+    eval_source(con, source, call)
+}
+
+/// A fair queue's fetch taking a job's slot, or its acknowledgement giving it back: `serve.lua`'s own take_slot
+/// and release_slot's body (ZREM, then wake), on a slot table as slot_of builds it.
+/// ARGV  tag, sub, jid, default limit, lease (ms), "take" or "ack".  Returns 1: taken (freed), 0: not.
+fn fair_source() -> String {
+    crate::names::script(&[
+        include_str!("../lua/slots/common.lua"),
+        include_str!("../lua/fair/common.lua"),
+        include_str!("../lua/fair/serve.lua"),
+        r"
+        local slot = scope_keys(ARGV[1], ARGV[2])
+        slot.tag, slot.sub, slot.jid = ARGV[1], ARGV[2], ARGV[3]
+        slot.default, slot.lease = tonumber(ARGV[4]), tonumber(ARGV[5])
+        if ARGV[6] == 'take' then
+          return take_slot(slot, false, nil) and 1 or 0
+        end
+        if redis.call('ZREM', slot.holders, slot.jid) == 0 then return 0 end
+        wake(slot, nil, true)
+        return 1
+        ",
+    ])
+}
+
+fn eval_source<T: redis::FromRedisValue>(
+    con: &mut Connection,
+    source: &str,
+    (keys, args): (Vec<Vec<u8>>, Vec<Vec<u8>>),
+) -> T {
     let source = source.replace(
         "redis.call('TIME')",
         &format!("redis.call('HMGET', '{CLOCK_KEY}', 's', 'u')"),
@@ -189,6 +233,10 @@ impl Lockstep<'_> {
                     score: slots::enqueue_score_ms(score),
                 };
                 let model = (self.model.acquire(&ask, now), handed);
+                if model.0 == 1 {
+                    // A plain run of a jid a fair copy holds shares its slot (one slot per jid): either frees it.
+                    self.fair_held.remove(&n);
+                }
                 (format!("{lua:?}"), format!("{model:?}"))
             }
             Op::Release { job: n, pick } | Op::Forget { job: n, pick } => {
@@ -210,6 +258,30 @@ impl Lockstep<'_> {
                     .model
                     .release(&jid, &run, given, (limit, LEASE_MS), now);
                 (format!("{lua:?}"), format!("{model:?}"))
+            }
+            Op::FairTake { job: n } | Op::FairAck { job: n } => {
+                let (jid, limit, _) = job(n);
+                let take = matches!(op, Op::FairTake { .. });
+                let args = [
+                    self.scope.tag().to_vec(),
+                    self.scope.sub().to_vec(),
+                    jid.clone().into_bytes(),
+                    limit.to_string().into_bytes(),
+                    LEASE_MS.to_string().into_bytes(),
+                    (if take { "take" } else { "ack" }).as_bytes().to_vec(),
+                ];
+                let lua: i64 = eval_source(self.con, &fair_source(), (vec![], args.to_vec()));
+                let model = if take {
+                    self.model.fair_take(&jid, limit, LEASE_MS, now)
+                } else {
+                    self.model.fair_ack(&jid)
+                };
+                if take && model {
+                    self.fair_held.insert(n, now + LEASE_MS);
+                } else if !take {
+                    self.fair_held.remove(&n);
+                }
+                (format!("{lua:?}"), format!("{:?}", i64::from(model)))
             }
             Op::Fetch => {
                 let lua: Option<String> = redis::cmd("RPOP")
@@ -243,6 +315,16 @@ impl Lockstep<'_> {
         let (lua, model) = (self.lua_state(), self.model_state());
         if lua != model {
             return Err(format!("state differs:\n  lua   {lua}\n  model {model}"));
+        }
+        self.fair_held.retain(|_, until| *until > self.now);
+        let holders: Vec<(String, u64)> = zrange(self.con, &self.scope.holders());
+        for n in self.fair_held.keys() {
+            let (jid, _, _) = job(*n);
+            if !holders.iter().any(|(held, _)| *held == jid) {
+                return Err(format!(
+                    "{jid}, served by a fair fetch and not acknowledged, lost its slot: {lua}"
+                ));
+            }
         }
         Ok(reply.0)
     }
@@ -325,6 +407,7 @@ fn run(con: &mut Connection, ops: &[Op]) -> Result<(), String> {
         runs: BTreeMap::new(),
         next_run: 0,
         next_score: 1_000_000.0,
+        fair_held: BTreeMap::new(),
     };
     ls.set_clock();
     let mut trace = String::new();
@@ -418,9 +501,53 @@ fn the_issues_cases_stay_fixed() {
             acquire(2),
         ],
     ];
-    for ops in cases {
+    for ops in cases.into_iter().chain(fair_copy_cases()) {
         if let Err(e) = run(&mut con, &ops) {
             panic!("slots lockstep, fixed case {ops:?}:\n{e}");
         }
     }
+}
+
+/// A plain run of job 0 whose lease ran out and was reclaimed, then a copy of job 0 served by a fair queue's fetch:
+/// the plain run's late release (alone, or carried by its thread's next acquire) must not free the fair copy's
+/// slot, whether the fetch itself dropped the expired lease (leaving the run recorded) or an acquire's reclaim did
+/// (dropping the run too). The copy's acknowledgement frees it.
+fn fair_copy_cases() -> Vec<Vec<Op>> {
+    let acquire = |job| Op::Acquire {
+        job,
+        resend: false,
+        carry: None,
+    };
+    let lease_ends = [Op::Clock(3_000), Op::Clock(3_000)];
+    let reclaimed_by_the_fetch = lease_ends.iter().cloned().chain([Op::FairTake { job: 0 }]);
+    let reclaimed_by_an_acquire = lease_ends.iter().cloned().chain([
+        acquire(2),
+        Op::Release { job: 2, pick: 0 },
+        Op::FairTake { job: 0 },
+    ]);
+    vec![
+        [acquire(0)]
+            .into_iter()
+            .chain(reclaimed_by_the_fetch.clone())
+            .chain([Op::Release { job: 0, pick: 0 }, acquire(4)])
+            .collect(),
+        [acquire(0)]
+            .into_iter()
+            .chain(reclaimed_by_an_acquire)
+            .chain([Op::Release { job: 0, pick: 0 }, acquire(4)])
+            .collect(),
+        [acquire(0)]
+            .into_iter()
+            .chain(reclaimed_by_the_fetch)
+            .chain([
+                Op::Acquire {
+                    job: 4,
+                    resend: false,
+                    carry: Some((0, 0)),
+                },
+                Op::FairAck { job: 0 },
+                acquire(4),
+            ])
+            .collect(),
+    ]
 }

@@ -1,6 +1,8 @@
 //! The plain-queue slot rule of one scope as plain Rust: what `lua/slots/acquire.lua`, `release.lua` (with and
 //! without a payload: release and forget), `set_limit.lua` and `sweep.lua` do to its holders, runs, parked jobs,
-//! their terms, the runs given up and the queue hand-overs push to. `slots/lockstep.rs` runs both side by side.
+//! their terms, the runs given up and the queue hand-overs push to, and what a fair queue's fetch and
+//! acknowledgement of a job of the scope do to them (`lua/fair/serve.lua`'s take_slot and release_slot).
+//! `slots/lockstep.rs` runs both side by side.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -210,10 +212,9 @@ impl PlainSlots {
     ) -> (u64, u64) {
         let owner = self.runs.get(jid).cloned();
         let mut freed = false;
-        if owner == Some(Owner::Run(run.to_string()))
-            || run.is_empty()
-            || (owner.is_none() && payload.is_none())
-        {
+        // Only the holding run frees a slot: a holder with no run is a fair fetch's, or taken again after a
+        // reclaim dropped this run's lease.
+        if owner == Some(Owner::Run(run.to_string())) || run.is_empty() {
             freed = self.holders.remove(jid).is_some();
             self.runs.remove(jid);
         } else if let Some(payload) = payload {
@@ -235,6 +236,32 @@ impl PlainSlots {
             return (0, 0);
         }
         self.hand_over(now, fallback)
+    }
+
+    /// A fair queue's fetch serves job `jid` of the scope (`serve.lua`'s take_slot, not beyond the limit): it
+    /// takes the jid's slot when the scope has room, expired leases dropped (their runs left as they are) when
+    /// they stand in the way, and no plain run owns that slot afterwards. The first holder registers the scope.
+    /// Returns whether it took it.
+    pub fn fair_take(&mut self, jid: &str, limit: u64, lease: u64, now: u64) -> bool {
+        let cap = self.limit(limit) as usize;
+        if self.holders.len() >= cap {
+            self.holders.retain(|_, &mut until| until > now);
+            if self.holders.len() >= cap {
+                return false;
+            }
+        }
+        if self.holders.is_empty() {
+            self.meta = Some((limit, lease));
+        }
+        self.holders.insert(jid.to_string(), now + lease);
+        self.runs.remove(jid);
+        true
+    }
+
+    /// That job acknowledged (`serve.lua`'s release_slot): its jid's slot freed, whoever holds it; no parked job
+    /// is handed it (fair-queue tenants waiting on the scope are woken). Returns whether a slot was freed.
+    pub fn fair_ack(&mut self, jid: &str) -> bool {
+        self.holders.remove(jid).is_some()
     }
 
     /// `set_limit.lua` for the tag-wide field (None: deleted). Returns (handed, more).

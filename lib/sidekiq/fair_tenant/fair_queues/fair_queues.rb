@@ -148,7 +148,8 @@ module Sidekiq
 
       # `enqueued_at` as the running Sidekiq writes it (8.0+: epoch milliseconds).
       def now
-        MILLISECONDS ? ::Process.clock_gettime(::Process::CLOCK_REALTIME, :millisecond) : Time.now.to_f
+        # Time.now.to_f's value without making a Time.
+        ::Process.clock_gettime(::Process::CLOCK_REALTIME, MILLISECONDS ? :millisecond : :float_second)
       end
     end
   end

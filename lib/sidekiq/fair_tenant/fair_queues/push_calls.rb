@@ -21,12 +21,15 @@ module Sidekiq
 
       # The script's arguments of each call.
       def build(queue, pairs, enqueued_at = NO_TIME)
-        base = FairQueues.base(queue)
         if pairs.size == 1 # the most common: no slicing, no id (sent again, it runs again, as Sidekiq's LPUSH)
           tenant, job = pairs[0]
-          return [[base, queue.to_s, FairQueues::TOKEN_CAP, enqueued_at, NO_ID, tenant, job]]
+          # The script's short form (each argument sent costs the client its encoding): queue, tenant, job.
+          return [[queue.to_s, tenant, job]] if enqueued_at == NO_TIME
+
+          return [[FairQueues.base(queue), queue.to_s, FairQueues::TOKEN_CAP, enqueued_at, NO_ID, tenant, job]]
         end
 
+        base = FairQueues.base(queue)
         id = SecureRandom.hex(8)
         JobBytes.slices(pairs, FairQueues::PUSH_BATCH) { |pair| pair[0].to_s.bytesize + pair[1].bytesize }
                 .each_with_index.map do |slice, index|

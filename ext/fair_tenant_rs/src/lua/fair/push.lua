@@ -7,26 +7,34 @@
 -- again after one of its calls was refused) it finds the id's key, set by its end, and pushes nothing.
 -- KEYS  queues (Sidekiq's set), weights
 -- ARGV  base (the queue's key prefix), queue, cap, enqueued_at (s; '': each job's own, read from its head
---       when its tenant is activated), id ('': none), then tenant, job pairs
+--       when its tenant is activated), id ('': none), then tenant, job pairs;
+--       or, one job (a client's push: the fewest arguments to send), queue, tenant, job: the base made from the
+--       queue, cap K_TOKEN_CAP, each job's own time, no id
 -- Returns the jobs now waiting in the queue's fair backlog.
-local base, queue, cap = ARGV[1], ARGV[2], tonumber(ARGV[3])
-if not cap or #ARGV < 5 or #ARGV % 2 ~= 1 then
-  return redis.error_reply('ERR push: base, queue, cap, enqueued_at, id, then tenant, job pairs')
+local base, queue, cap, at, id, first
+if #ARGV == 3 then
+  queue = ARGV[1]
+  base, cap, at, id, first = fill_base(K_FAIR_BASE, queue), K_TOKEN_CAP, '', '', 2
+else
+  base, queue, cap, at, id, first = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5], 6
+  if not cap or #ARGV < 5 or #ARGV % 2 ~= 1 then
+    return redis.error_reply('ERR push: base, queue, cap, enqueued_at, id, then tenant, job pairs; or queue, tenant, job')
+  end
 end
 local state = base .. K_STATE
 -- The call's id key, set once every job is in: a call that failed halfway (a key of the wrong type, written by
 -- hand), sent again, pushes all its jobs again (a job twice rather than one lost).
-local done = ARGV[5] ~= '' and base .. K_PUSH_CALL .. ARGV[5]
+local done = id ~= '' and base .. K_PUSH_CALL .. id
 if done and redis.call('EXISTS', done) == 1 then
   return tonumber(redis.call('HGET', state, K_STATE_N)) or 0 -- this very call ran already
 end
 local k -- the queue's keys (fair_keys), made when a tenant is activated
 local pushed = 0
-for i = 6, #ARGV, 2 do
+for i = first, #ARGV, 2 do
   local tenant, job = ARGV[i], ARGV[i + 1]
   if redis.call('RPUSH', base .. K_TENANT_LIST .. tenant, job) == 1 then
     k = k or fair_keys(base, KEYS[2])
-    redis.call('ZADD', k.heads, finite(ARGV[4], 0, 1e11) or job_time(job), tenant)
+    redis.call('ZADD', k.heads, finite(at, 0, 1e11) or job_time(job), tenant)
     activate(k, tenant, queue)
   end
   pushed = pushed + 1

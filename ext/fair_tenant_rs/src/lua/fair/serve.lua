@@ -23,8 +23,8 @@ end
 
 local function scope_keys(tag, sub)
   local base = K_SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
-  return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, meta = base .. K_META,
-           limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
+  return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, runs = base .. sub .. K_RUNS,
+           meta = base .. K_META, limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
 end
 
 -- A waiting entry's field in its scope's index: "<len>:<queue><tenant>", or nil (not an entry this gem wrote).
@@ -310,6 +310,13 @@ local function register(slot)
   redis.call('SADD', K_SLOT_TAGS_KEY, slot.tag)
 end
 
+-- A slot a fair-queue job holds belongs to no run of a plain queue's (slots/common.lua's runs): one recorded for
+-- its jid (a run whose lease ran out, dropped by a reclaim that leaves runs as they are, or a run whose slot this
+-- copy now shares) is forgotten, so that run's late release frees nothing of this job's (give_back.lua).
+local function unowned(slot)
+  redis.call('HDEL', slot.runs, slot.jid)
+end
+
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
 -- the over tier; never with a limit of 0, which halts). `known`: {slot, limit, running} read earlier in the
 -- same call (a release that woke this tenant), which spares reading them again; only when this job carries
@@ -338,6 +345,7 @@ local function take_slot(slot, beyond, known)
   -- parked job or waiter, so a tenant that waits behind holders is always visited.
   if running == 0 then register(slot) end
   running = running + redis.call('ZADD', slot.holders, now + slot.lease, slot.jid)
+  unowned(slot)
   return true, running, limit
 end
 
@@ -767,12 +775,16 @@ end
 -- process runs there too (at least once). A copy is looked for among the first K_TAKE_BACK_DEPTH jobs of its
 -- tenant (recovery put it at the front; only as many jobs recovered or requeued to that tenant since go ahead
 -- of it), so a copy already served costs a bounded look, not a pass over the tenant's whole backlog.
+-- The copies come in the hash's order, which a server seeds at random: nothing may depend on it. A scope the
+-- copies find without holders is registered once, after they are all back, with the highest limit they carry
+-- there (ties: the longest lease), not with whichever came first (what a deleted runtime limit wakes by).
 local function ensure_registered(identity, inflight, registry, recovered, weights)
   if redis.call('SISMEMBER', registry, identity) == 1 then return end
   redis.call('SADD', registry, identity)
   redis.call('SREM', K_INFLIGHT_RECOVERING_KEY, identity) -- a recovery cut short leaves it the rest
   local copies = redis.call('HGETALL', recovered)
   if #copies == 0 then return end
+  local fresh = {} -- per scope met (holders key): the slot to register it with, or false (it had holders)
   for i = 1, #copies, 2 do
     local queue, tenant = entry_head(copies[i]) -- field -> the job as it was put back
     local job = copies[i + 1]
@@ -780,10 +792,20 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
       redis.call('HSET', inflight, copies[i], job) -- under its field: its acknowledgement finds it
       local slot = slot_of(job)
       if slot then
-        if redis.call('ZCARD', slot.holders) == 0 then register(slot) end
+        local best = fresh[slot.holders]
+        if best == nil then
+          fresh[slot.holders] = redis.call('ZCARD', slot.holders) == 0 and slot
+        elseif best and (slot.default > best.default
+                         or (slot.default == best.default and slot.lease > best.lease)) then
+          fresh[slot.holders] = slot
+        end
         redis.call('ZADD', slot.holders, now_ms() + slot.lease, slot.jid)
+        unowned(slot)
       end
     end
+  end
+  for _, slot in pairs(fresh) do
+    if slot then register(slot) end
   end
   redis.call('DEL', recovered)
 end

@@ -1,6 +1,10 @@
 -- A run's release (release.lua's body, and the release an acquire carries for the thread's previous job): frees
 -- the run's slot (idempotent; a release by another run of the jid frees nothing) and hands free slots to the
--- oldest parked jobs. Fair-queue tenants waiting on the scope (fair/serve.lua's wake) get what is left.
+-- oldest parked jobs. Fair-queue tenants waiting on the scope (fair/serve.lua's wake) get what is left. Only
+-- the run that holds the slot frees it: a holder with no run recorded is a fair-queue fetch's (its job's
+-- acknowledgement, requeue or recovery frees it), or was taken again after a reclaim dropped this run's lease;
+-- a release naming a run frees neither ('' names whichever holds it). Every run that holds a slot has its run
+-- recorded: its acquire writes it, adopting a holder with none (a hand-over by a version that wrote none).
 -- With a payload (a run given up after its acquire's reply was lost: it ran without a slot), it also takes
 -- back what that acquire may have left: the run's parked copy, or that copy handed over and still within
 -- K_FORGET_TAIL jobs of its queue's tail (fetched already: the copy drops itself when it claims the slot).
@@ -14,7 +18,7 @@ local function give_back(k, a)
               default = a[3], lease = a[2] }
   local owner = redis.call('HGET', s.runs, jid)
   local freed = 0
-  if owner == run or run == '' or (owner == false and not payload) then
+  if owner == run or run == '' then
     freed = redis.call('ZREM', s.holders, jid)
     redis.call('HDEL', s.runs, jid)
   elseif payload and owner == K_HANDED .. run then
