@@ -392,7 +392,12 @@ impl<'a> Lockstep<'a> {
         let copies = std::mem::take(&mut self.processes[p].recovered);
         let jobs: Vec<u64> = copies.iter().map(|c| c.1).collect();
         for job in self.model.reclaim(&jobs) {
-            let field = copies.iter().find(|c| c.1 == job).expect("a copy").0.clone();
+            let field = copies
+                .iter()
+                .find(|c| c.1 == job)
+                .expect("a copy")
+                .0
+                .clone();
             self.processes[p].inflight.push((field, job));
         }
     }
