@@ -66,7 +66,7 @@ module BoundsBench
   # One fetch script call for one thread (no wait for a token): the job served, or nil.
   def fetch_once(fetch)
     want = FairFetch::Batch::Want.new([QUEUE], false, Thread.current)
-    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).served.first }
+    Sidekiq.redis { |conn| fetch.instance_variable_get(:@serving).fetch_once(conn, [want]).served.first }
   end
 
   FairFetch = Sidekiq::FairTenant::FairFetch

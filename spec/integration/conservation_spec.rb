@@ -29,7 +29,6 @@ RSpec.describe "Conservation of jobs in fair queues" do
   after do
     Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
     Sidekiq::FairTenant::FairFetch::IdleLook::PACE.now!
-    Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = nil
   end
 
   runs.each do |run_seed, steps|

@@ -124,10 +124,10 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
     under_way = Thread.new do
       unit = in_flight.call(ledger) do # the fetch script ran; its reply is on its way until steps[0] pops
         want = Sidekiq::FairTenant::FairFetch::Batch::Want.new(%w[fair], false, Thread.current)
-        reply = Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]) }
+        reply = Sidekiq.redis { |conn| fetch.instance_variable_get(:@serving).fetch_once(conn, [want]) }
         steps[1] << :sent
         steps[0].pop
-        fetch.send(:unit, reply.served.first, Thread.current)
+        fetch.instance_variable_get(:@serving).unit(reply.served.first, Thread.current)
       end
       steps[1] << :handed
       steps[2].pop

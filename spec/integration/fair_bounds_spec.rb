@@ -42,7 +42,7 @@ RSpec.describe "Fair calls bounded by work" do
   # One fetch call for one thread: the job it served (queue, tenant, job, entry, ...), or nil.
   def fetch_once
     want = Sidekiq::FairTenant::FairFetch::Batch::Want.new(%w[fair], false, Thread.current)
-    Sidekiq.redis { |conn| fetch.send(:fetch_once, conn, [want]).served.first }
+    Sidekiq.redis { |conn| fetch.instance_variable_get(:@serving).fetch_once(conn, [want]).served.first }
   end
 
   # {command => calls} run by the block (script calls and the commands they ran).

@@ -178,7 +178,7 @@ RSpec.describe "Fair queues through faults" do
   it "forgets acknowledgements once a call applied them, and keeps them while calls fail" do
     4.times { |i| SteadyFairJob.perform_async("acme", i) }
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "acks:1:a")
-    pending = -> { fetch.send(:pending_acks) }
+    pending = -> { fetch.instance_variable_get(:@acks).entries }
     2.times { fetch.retrieve_work.acknowledge } # the second fetch carried the first's acknowledgement
     acked = pending.call
     expect(acked.size).to eq(1)

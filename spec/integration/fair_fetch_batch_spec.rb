@@ -53,7 +53,8 @@ RSpec.describe "Fair fetch: threads that wait at the same moment share one call"
     Thread.new do
       batch.take(%w[fair], false) do |wants|
         gate.pop
-        Sidekiq.redis { |conn| fetch.send(:serve, conn, wants) }
+        state = Sidekiq::FairTenant::FairFetch::ThreadStates::State.new # the calling thread's
+        Sidekiq.redis { |conn| fetch.instance_variable_get(:@serving).serve(conn, wants, state) }
       end
     rescue Sidekiq::Shutdown => e
       e

@@ -55,7 +55,6 @@ RSpec.describe "Fair queues fed odd stored values" do
 
   before do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
-    Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = nil
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair:time] }
   end
 

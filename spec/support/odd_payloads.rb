@@ -195,7 +195,7 @@ module OddPayloads
 
     # Every fetch looks before it blocks (no idle pacing: raw pushes leave no wake-up token).
     def fetch(fetcher)
-      Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = nil
+      fetcher.instance_variable_get(:@threads)[Thread.current].idle = false
       fetcher.retrieve_work
     rescue StandardError => e
       @violations << "fetch raised #{e.class}: #{e.message}"

@@ -52,7 +52,7 @@ module Conservation
       return "fetch: no process" unless process
       return "fetch #{process.identity}: stopping, fetches nothing" if process.stopping
 
-      Thread.current[Sidekiq::FairTenant::FairFetch::IdleLook::KEY] = idle || nil # its last wait timed out
+      process.fetcher.instance_variable_get(:@threads)[Thread.current].idle = idle # its last wait timed out
       pending = process.pending.dup
       unit = begin
         process.fetcher.retrieve_work

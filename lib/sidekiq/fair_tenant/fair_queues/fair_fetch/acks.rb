@@ -13,12 +13,50 @@ module Sidekiq
       # timeout, Sidekiq::Shutdown) keeps them for the next (dropping a field twice is harmless).
       #
       # Pending acknowledgements belong to the in-flight list, not to a fetcher object: every fetcher of the
-      # process fetching into the same list shares them. (Sidekiq 7.x/8.x build a capsule's fetcher lazily, in
-      # whichever processor thread asks first, without a lock: at startup several threads may each build one
-      # and then all use the one memoised last; a job fetched through another must still be acknowledged.)
+      # process fetching into the same list shares them (each holds its list's Pending). (Sidekiq 7.x/8.x build
+      # a capsule's fetcher lazily, in whichever processor thread asks first, without a lock: at startup several
+      # threads may each build one and then all use the one memoised last; a job fetched through another must
+      # still be acknowledged.)
       module Acks
         ATTEMPTS_AT_EXIT = 3
-        Pending = Struct.new(:list, :mutex, :timing)
+        # The acknowledgements pending on one in-flight list: `list` their fields, `timing` (under a queue fair by
+        # worker time) their charge and measured run time (FairUnit), sent with the field.
+        Pending = Struct.new(:list, :mutex, :timing) do
+          def add(entry, timing)
+            mutex.synchronize do
+              list << entry
+              self.timing[entry] = timing if timing
+            end
+          end
+
+          def entries = mutex.synchronize { list.dup }
+
+          # The script's arguments for `entries`: field, timing pairs.
+          def args(entries)
+            timings = mutex.synchronize { timing.dup }
+            entries.flat_map { |entry| [entry, timings[entry] || ""] }
+          end
+
+          # The pending acknowledgements a fetch carries, and its arguments for them.
+          def carried
+            mutex.synchronize do
+              carried = list.dup
+              [carried, carried.flat_map { |entry| [entry, timing[entry] || ""] }]
+            end
+          end
+
+          # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
+          def applied(entries)
+            return if entries.empty?
+
+            sent = {}.compare_by_identity # (a plain Hash would copy the String keys)
+            entries.each { |entry| sent[entry] = true }
+            mutex.synchronize do
+              list.reject! { |entry| sent.key?(entry) }
+              entries.each { |entry| timing.delete(entry) }
+            end
+          end
+        end
         @fetchers = []
         @pending = {}
         @mutex = Mutex.new
@@ -37,7 +75,7 @@ module Sidekiq
           # The entries of the in-flight list `key` whose acknowledgement is pending (for the audit).
           def pending(key)
             acks = @mutex.synchronize { @pending[key] } or return []
-            acks.mutex.synchronize { acks.list.dup }
+            acks.entries
           end
 
           # At exit, a few attempts (a failover may be under way); what still fails runs again (at least once).
@@ -53,54 +91,6 @@ module Sidekiq
                                       "#{e.message}")
               end
             end
-          end
-        end
-
-        # `timing`: under a queue fair by worker time, its charge and measured run time (FairUnit), sent with
-        # the field.
-        def acknowledged(entry, timing: nil)
-          @acks.mutex.synchronize do
-            @acks.list << entry
-            @acks.timing[entry] = timing if timing
-          end
-        end
-
-        def flush_acks(conn = nil)
-          entries = pending_acks
-          return if entries.empty?
-
-          timings = @acks.mutex.synchronize { @acks.timing.dup }
-          finish("ack", entries.flat_map { |entry| [entry, timings[entry] || ""] }, conn)
-          acks_applied(entries)
-        end
-
-        private
-
-        def init_acks
-          @acks = Acks.track(self)
-        end
-
-        def pending_acks
-          @acks.mutex.synchronize { @acks.list.dup }
-        end
-
-        # The pending acknowledgements the fetch script carries, and its arguments for them (field, timing pairs).
-        def acks_for_fetch
-          @acks.mutex.synchronize do
-            carried = @acks.list.dup
-            [carried, carried.flat_map { |entry| [entry, @acks.timing[entry] || ""] }]
-          end
-        end
-
-        # Forgets acknowledgements a call applied (by identity: another thread may have sent some too).
-        def acks_applied(entries)
-          return if entries.empty?
-
-          sent = {}.compare_by_identity # (a plain Hash would copy the String keys)
-          entries.each { |entry| sent[entry] = true }
-          @acks.mutex.synchronize do
-            @acks.list.reject! { |entry| sent.key?(entry) }
-            entries.each { |entry| @acks.timing.delete(entry) }
           end
         end
       end

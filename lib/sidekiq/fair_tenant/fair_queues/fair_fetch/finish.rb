@@ -6,13 +6,22 @@ module Sidekiq
       # In-flight fields dropped (acknowledged) or their jobs put back at the front of their tenants (requeued), and the
       # in-flight ledger (InFlight) told: a call that may write entries into the list is counted while under way,
       # and a unit acknowledged or requeued runs in no thread any more.
-      module Finish
+      class Finish
+        # `fetcher`: whose Redis a call without a connection uses; `keys`: its fetch script's keys (the in-flight
+        # list first, its recovered-jobs key last); `identity`: its process's; `ledger`: its list's (InFlight).
+        def initialize(fetcher, keys, identity, ledger)
+          @fetcher = fetcher
+          @keys = keys
+          @identity = identity
+          @ledger = ledger
+        end
+
         # Drops in-flight fields ("ack": field, timing pairs) or puts their jobs back at the front of their
         # tenants ("requeue"), one call per FairQueues::CALL_BYTES of jobs moved (`sizes`: the jobs' bytes, one
         # per field, read with HSTRLEN when not given; a shutdown's bulk requeue of large jobs is several calls).
         # Returns how many were found.
         def finish(mode, entries, conn = nil, sizes: nil)
-          return redis { |c| finish(mode, entries, c, sizes: sizes) } unless conn
+          return @fetcher.redis { |c| finish(mode, entries, c, sizes: sizes) } unless conn
 
           groups = entries.each_slice(mode == "ack" ? 2 : 1).to_a
           weights = (sizes || weights(conn, mode, groups)).each
@@ -25,6 +34,13 @@ module Sidekiq
         # A unit of this list was acknowledged (its acknowledgement is pending) or requeued: no thread runs it.
         def returned(unit)
           InFlight.returned(@ledger, unit)
+        end
+
+        # Units still running at a hard shutdown: fair ones to the front of their tenants, others to their queues.
+        def requeue_units(units)
+          fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
+          requeue_fair(fair) unless fair.empty?
+          requeue_plain(plain.group_by(&:queue)) unless plain.empty?
         end
 
         private
@@ -43,12 +59,6 @@ module Sidekiq
                           *entries])
         end
 
-        def requeue_units(units)
-          fair, plain = units.partition { |unit| unit.is_a?(FairUnit) }
-          requeue_fair(fair) unless fair.empty?
-          requeue_plain(plain.group_by(&:queue)) unless plain.empty?
-        end
-
         def requeue_fair(units)
           finish("requeue", units.map(&:entry), sizes: units.map { |unit| unit.job.bytesize })
         ensure
@@ -56,7 +66,7 @@ module Sidekiq
         end
 
         def requeue_plain(by_queue)
-          redis { |conn| by_queue.each { |queue, list| conn.call("RPUSH", queue, *list.map(&:job)) } }
+          @fetcher.redis { |conn| by_queue.each { |queue, list| conn.call("RPUSH", queue, *list.map(&:job)) } }
         end
       end
     end

@@ -4,22 +4,18 @@ module Sidekiq
   module FairTenant
     class FairFetch
       # Whether a fetching thread runs the fetch script before blocking. Always, unless its last wait timed
-      # out (nothing was pushed meanwhile: a push leaves a wake-up token): then only one idle thread per
-      # process per INTERVAL looks, for jobs that arrived without a token (pushed to queue:<name> directly,
-      # to be adopted). An idle server thus sends about one BRPOP per thread per TIMEOUT, as BasicFetch.
+      # out (its ThreadStates::State is idle: nothing was pushed meanwhile, a push leaves a wake-up token): then
+      # only one idle thread per process per INTERVAL looks, for jobs that arrived without a token (pushed to
+      # queue:<name> directly, to be adopted). An idle server thus sends about one BRPOP per thread per
+      # TIMEOUT, as BasicFetch.
       module IdleLook
-        KEY = :sidekiq_fair_tenant_idle
         INTERVAL = 1.0
         PACE = Interval.new(INTERVAL)
 
-        private
+        module_function
 
-        def look_first?
-          !Thread.current[KEY] || PACE.due?
-        end
-
-        def idle!(timed_out)
-          Thread.current[KEY] = timed_out
+        def look_first?(state)
+          !state.idle || PACE.due?
         end
       end
     end

@@ -4,18 +4,28 @@ module Sidekiq
   module FairTenant
     class FairFetch
       # The fetch script's calls for the wants of one Batch: what each thread is handed.
-      module Serving
+      class Serving
         STARVED_CALLS = 3
 
-        private
+        # `fetcher`: the units' (they acknowledge and requeue through it); `keys`: its fetch script's keys;
+        # `identity`: its process's; `acks`: its list's pending acknowledgements (Acks::Pending), carried by
+        # every call; `ledger`: its list's (InFlight), told which thread each unit was handed to.
+        def initialize(fetcher, keys, identity, acks, ledger)
+          @fetcher = fetcher
+          @keys = keys
+          @identity = identity
+          @acks = acks
+          @ledger = ledger
+        end
 
         # Calls until every want is served or one found nothing. Jobs to adopt: a few at once when a fair queue
-        # has nothing in fair order (at most STARVED_CALLS calls), else more after the jobs served.
-        def serve(conn, wants)
+        # has nothing in fair order (at most STARVED_CALLS calls), else more by the calling thread's next call
+        # (`state`, its ThreadStates::State), after the jobs served.
+        def serve(conn, wants, state)
           starved = 0
           until wants.empty?
             reply = fetch_once(conn, wants)
-            wants = handed(wants, reply)
+            wants = handed(wants, reply, state)
             return wants.each { |want| want.due = reply.soonest } if reply.empty
             next unless reply.starved # (else stopped at CALL_BYTES: the next call serves the rest)
             return if (starved += 1) >= STARVED_CALLS
@@ -24,18 +34,11 @@ module Sidekiq
           end
         end
 
-        # Each served job to its want's thread, in order; the wants left.
-        def handed(wants, reply)
-          reply.served.zip(wants) { |served, want| want.unit = unit(served, want.thread) }
-          reply.later.each { |queue| FairFetch.adopt_later(queue) }
-          wants.drop(reply.served.size)
-        end
-
         # One call of the fetch script for `wants`, carrying the pending acknowledgements (forgotten once it
         # returned); its reply read (FetchReply). Each want names its order of the queues (Sidekiq's weights,
         # shuffled per thread).
         def fetch_once(conn, wants)
-          carried, acks = acks_for_fetch
+          carried, acks = @acks.carried
           queues = wants.flat_map(&:names).uniq
           index = queues.each_with_index.to_h
           orders = wants.map do |want|
@@ -44,7 +47,7 @@ module Sidekiq
           argv = [@identity, acks.size / 2, *acks, queues.size, *queues.flat_map { |name| FairFetch.fetch_args(name) },
                   *orders]
           reply = FairQueues.run(conn, "fetch", @keys, argv)
-          acks_applied(carried)
+          @acks.applied(carried)
           FetchReply.read(reply)
         end
 
@@ -52,12 +55,21 @@ module Sidekiq
         # `thread`. Under `time` it carries its charge and its tenant's member, and the clock starts.
         def unit(served, thread)
           queue = "queue:#{served.queue}"
-          return PlainUnit.new(queue, served.job, self) unless served.entry
+          return PlainUnit.new(queue, served.job, @fetcher) unless served.entry
 
           timing = FairUnit.timing(served.queue, served.charged, served.member)
-          FairUnit.new(queue, served.job, served.entry, self, served.held, timing).tap do |unit|
+          FairUnit.new(queue, served.job, served.entry, @fetcher, served.held, timing).tap do |unit|
             InFlight.handed(@ledger, unit, thread)
           end
+        end
+
+        private
+
+        # Each served job to its want's thread, in order; the wants left.
+        def handed(wants, reply, state)
+          reply.served.zip(wants) { |served, want| want.unit = unit(served, want.thread) }
+          reply.later.each { |queue| state.adopt = queue }
+          wants.drop(reply.served.size)
         end
       end
     end
