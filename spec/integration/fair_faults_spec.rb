@@ -36,7 +36,6 @@ RSpec.describe "Fair queues through faults" do
   end
 
   def finished = events("finish").map { |e| e["index"] }.sort
-  def in_flight = redis.keys("#{Sidekiq::FairTenant::Native::Fair.inflight_key("")}*").sum { |k| redis.llen(k) }
 
   def identity_of(server)
     wait_for("#{server.pid} registered") { redis.smembers(registry).find { |i| i.include?(":#{server.pid}:") } }
@@ -62,7 +61,7 @@ RSpec.describe "Fair queues through faults" do
     wait_for("all 12 jobs finished", timeout: 90) { finished == (0..11).to_a }
     expect(events("finish").map { |e| e["tenant"] }.uniq).to eq(["boutique-café-☕"])
     expect(redis.zcard("dead")).to eq(0)
-    expect(in_flight).to eq(0)
+    expect(in_flight_jobs).to eq(0)
   end
 
   it "does not recover a live process over a heartbeat lapse; recovers a stalled one, which re-registers, " \
@@ -105,7 +104,7 @@ RSpec.describe "Fair queues through faults" do
     wait_for("all 40 jobs finished", timeout: 120) { finished.uniq == (0..39).to_a }
     # Jobs the stalled process was running ran again elsewhere (at least once); all of them end, and every
     # finished job was acknowledged (the recovering process's list empties too).
-    wait_for("no job in flight or waiting") { in_flight.zero? && redis.hget("#{base}state", "n").to_i.zero? }
+    wait_for("no job in flight or waiting") { in_flight_jobs.zero? && redis.hget("#{base}state", "n").to_i.zero? }
     expect(redis.zcard("dead")).to eq(0)
   end
 
@@ -119,7 +118,7 @@ RSpec.describe "Fair queues through faults" do
     wait_for("40 jobs finished") { finished.size >= 40 }
     server.stop
 
-    expect(in_flight).to eq(0)
+    expect(in_flight_jobs).to eq(0)
     expect(events.map { |e| e["index"] }.tally.select { |_, n| n > 1 }).to eq({})
     start_server(concurrency: 5)
     sleep 2 # a server that would find a finished job's entry (after a recovery) would run it now
@@ -141,7 +140,7 @@ RSpec.describe "Fair queues through faults" do
     expect(out).to include("took 3 in-flight job(s) of 1 dead process(es) back; " \
                            "moved 3 job(s) of fair's fair backlog to queue:fair")
     expect(redis.llen("queue:fair")).to eq(6)
-    expect(in_flight).to eq(0)
+    expect(in_flight_jobs).to eq(0)
     expect(redis.smembers(registry)).to eq([])
   end
 

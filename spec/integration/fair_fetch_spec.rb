@@ -266,7 +266,7 @@ RSpec.describe "Fair fetch" do
       expect(fair["at"] - pushed).to be < 1.0 # blocked in BRPOP, woken by the push (not by its 2 s timeout)
       expect(started.map { |e| e["queue"] }).to contain_exactly("fair", "plain")
       wait_for("in-flight list emptied") do
-        redis.keys("#{Sidekiq::FairTenant::Native::Fair.inflight_key("")}*").sum { |k| redis.llen(k) }.zero?
+        in_flight_jobs.zero?
       end
     end
 
@@ -349,7 +349,7 @@ RSpec.describe "Fair fetch" do
 
       expect(backlog).to eq(4)
       expect(redis.lrange("#{base}t:acme", 0, 1).map { |j| JSON.parse(j)["args"][1] }).to match_array([0, 1])
-      expect(redis.keys("#{inflight("")}*").sum { |k| redis.llen(k) }).to eq(0)
+      expect(in_flight_jobs).to eq(0)
     end
 
     it "leaves no in-flight entry after a graceful TERM (the last acknowledgements are sent)" do
@@ -358,7 +358,7 @@ RSpec.describe "Fair fetch" do
       wait_for("6 jobs finished") { events("finish").size >= 6 }
       server.stop
 
-      expect(redis.keys("#{inflight("")}*").sum { |k| redis.llen(k) }).to eq(0)
+      expect(in_flight_jobs).to eq(0)
     end
 
     it "sends a job interrupted three times to the dead set, with the reason" do

@@ -54,6 +54,15 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     )
   end
 
+  it "finds a job in the in-flight list of a process of the previous gem (format 2), and stats count it" do
+    old = "old-gem:1:a"
+    job = JSON.generate({ "class" => "ShownUncappedJob", "queue" => "fair", "args" => ["acme", 1], "jid" => "old1" })
+    redis.sadd(Sidekiq::FairTenant::Native::Fair.registry_key, old)
+    redis.lpush(Sidekiq::FairTenant::Native::Fair.inflight_key(old), "4:fair4:acme#{job}")
+    expect(why.call("old1")).to include(state: :running, queue: "fair", tenant: "acme", process: old)
+    expect(Sidekiq::FairTenant.fair_stats.queues.first).to include(queue: "fair", in_flight: 1)
+  end
+
   it "says where a job of a ready tenant stands: its own jobs ahead, the tenants ahead, its share" do
     3.times { |i| ShownUncappedJob.perform_async("a", i) }
     ShownUncappedJob.perform_async("b", 0)

@@ -30,8 +30,6 @@ RSpec.describe "Fair queues with Sidekiq's newer ways" do
     redis.lrange(FairApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }.select { |e| e["event"] == kind }
   end
 
-  def in_flight = redis.keys("#{Sidekiq::FairTenant::Native::Fair.inflight_key("")}*").sum { |k| redis.llen(k) }
-
   it "reads Sidekiq 8's millisecond enqueued_at as seconds (latency, the queue's oldest job)" do
     enqueued_ms = ((Time.now.to_f - 30) * 1000).round
     redis.lpush("queue:fair", JSON.generate("class" => "SteadyFairJob", "queue" => "fair", "args" => ["acme", 1],
@@ -53,7 +51,7 @@ RSpec.describe "Fair queues with Sidekiq's newer ways" do
       waiting = redis.lrange("#{fair.base("fair")}t:acme", 0, -1).map { |job| JSON.parse(job)["jid"] }
       expect(waiting).to eq([jid]) # back in its tenant's list of the fair queue, not queue:fair
       expect(redis.llen("queue:fair")).to eq(0)
-      expect(in_flight).to eq(0)
+      expect(in_flight_jobs).to eq(0)
       done = events("iteration").size
 
       second = start_server
@@ -63,7 +61,7 @@ RSpec.describe "Fair queues with Sidekiq's newer ways" do
       expect(events("iteration").map { |e| e["pid"] }.chunk_while { |a, b| a == b }.map(&:first))
         .to eq([first_pid, second.pid])
       expect(done).to be < 30
-      wait_for("nothing in flight") { in_flight.zero? }
+      wait_for("nothing in flight") { in_flight_jobs.zero? }
     end
   end
 
@@ -79,7 +77,7 @@ RSpec.describe "Fair queues with Sidekiq's newer ways" do
       expect(events("finish").group_by { |e| e["tenant"] }.transform_values(&:size)).to eq("acme" => 6, "bravo" => 6)
       # The process's identity is registered once; both capsules' jobs were acknowledged.
       expect(redis.smembers(registry).grep(/:#{server.pid}:/).size).to eq(1)
-      wait_for("nothing in flight") { in_flight.zero? }
+      wait_for("nothing in flight") { in_flight_jobs.zero? }
       expect(server.stop).to be(true)
       expect(redis.hget("#{fair.base("fair2")}state", "n").to_i).to eq(0)
     end

@@ -27,7 +27,10 @@
 //!   tenant waiting on its head job's scope is woken, so a slot it was woken for is not left unused;
 //! - a job requeued in front of a held-back tenant brings the tenant back into `ready` (max(tag, V)): the
 //!   job now at its head may need no slot, or another one;
-//! - a running job is never interrupted: a lowered limit holds back only jobs not yet served.
+//! - a running job is never interrupted: a lowered limit holds back only jobs not yet served;
+//! - a copy of a job that holds its slot (the same id, pushed again) is not served while it does: its
+//!   tenant waits on the scope in `capped` (whatever the cap) until a release or a raised limit wakes
+//!   it, and is held back again if the job still holds its slot then.
 //!
 //! The fetch script serves a tenant woken by the acknowledgements riding with it straight from where it
 //! waited when its turn comes first; it must decide as [`CappedSfq::finish`] for each, then
@@ -93,8 +96,9 @@ pub struct CappedSfq {
     pub(crate) waiting: HashMap<String, BTreeMap<Wait, String>>,
     /// Per tenant in `capped` or `over`: the scope it waits on and its entry there.
     waits: HashMap<String, (String, Wait)>,
-    /// Jobs served and not yet finished or requeued, and their tenants.
-    inflight: HashMap<u64, String>,
+    /// Jobs served and not yet finished or requeued, their tenants, and how many copies of each (a job
+    /// pushed twice: a stalled process may take a copy back while another runs).
+    inflight: HashMap<u64, (String, usize)>,
     /// Under `time`: per job in flight, its tenant's activation when served and its charge (ms).
     charges: HashMap<u64, (u64, f64)>,
     limits: HashMap<String, usize>,
@@ -162,7 +166,7 @@ impl CappedSfq {
                 if let Some(charged) = self.sfq.charged {
                     self.charges.insert(job, (at.1, charged));
                 }
-                self.inflight.insert(job, tenant.clone());
+                self.in_flight(job, &tenant);
                 return Some((tenant, job));
             }
         }
@@ -177,21 +181,43 @@ impl CappedSfq {
     /// A served job is done after running `ran` ms (under `time`: its charge is corrected first, so a
     /// tenant its release wakes has its tag), then as [`CappedSfq::finish`].
     pub fn finish_timed(&mut self, job: u64, ran: Option<f64>) {
-        let Some(tenant) = self.inflight.remove(&job) else {
+        let Some(tenant) = self.inflight_tenant(job).map(str::to_string) else {
             return;
         };
-        if let (Some((seq, charged)), Some(ran)) = (self.charges.remove(&job), ran) {
+        if let (Some(&(seq, charged)), Some(ran)) = (self.charges.get(&job), ran) {
             self.charge_back(&tenant, seq, charged, ran);
         }
+        self.out_of_flight(job);
+        if !self.inflight.contains_key(&job) {
+            self.charges.remove(&job);
+        }
         self.release(job);
+    }
+
+    /// One more copy of the job in flight.
+    fn in_flight(&mut self, job: u64, tenant: &str) {
+        let entry = (self.inflight.entry(job)).or_insert_with(|| (tenant.to_string(), 0));
+        entry.1 += 1;
+    }
+
+    /// One copy of the job out of flight. Returns its tenant.
+    fn out_of_flight(&mut self, job: u64) -> Option<String> {
+        let entry = self.inflight.get_mut(&job)?;
+        entry.1 -= 1;
+        let tenant = entry.0.clone();
+        if entry.1 == 0 {
+            self.inflight.remove(&job);
+        }
+        Some(tenant)
     }
 
     /// Jobs acknowledged together by a fetch (`lua/fair/fetch.lua`): every charge is corrected (by each
     /// run time, under `time`) before any slot is released, then each as [`CappedSfq::finish`].
     pub fn finish_together(&mut self, done: &[(u64, Option<f64>)]) {
         for &(job, ran) in done {
-            if let (Some(tenant), Some(ran)) = (self.inflight.get(&job).cloned(), ran) {
-                if let Some((seq, charged)) = self.charges.remove(&job) {
+            let tenant = self.inflight_tenant(job).map(str::to_string);
+            if let (Some(tenant), Some(ran)) = (tenant, ran) {
+                if let Some(&(seq, charged)) = self.charges.get(&job) {
                     self.charge_back(&tenant, seq, charged, ran);
                 }
             }
@@ -236,7 +262,7 @@ impl CappedSfq {
     /// process): its slot is given back, and a tenant held back on its former head job's scope rejoins
     /// `ready`. Idempotent.
     pub fn requeue(&mut self, job: u64) {
-        let Some(tenant) = self.inflight.remove(&job) else {
+        let Some(tenant) = self.out_of_flight(job) else {
             return;
         };
         self.release(job);
@@ -272,8 +298,12 @@ impl CappedSfq {
                 }
             }
         }
-        self.slots.remove(&job);
-        self.sfq.delete(&tenant, job)
+        let deleted = self.sfq.delete(&tenant, job);
+        let copies = self.sfq.backlog.values().any(|l| l.contains(&job));
+        if !copies && !self.inflight.contains_key(&job) {
+            self.slots.remove(&job);
+        }
+        deleted
     }
 
     /// The job is held to a rate cap: its scope and windows.
@@ -388,7 +418,7 @@ impl CappedSfq {
                 holders.insert(job);
                 self.slots.insert(job, slot);
             }
-            self.inflight.insert(job, tenant);
+            self.in_flight(job, &tenant);
             back.push(job);
         }
         for (scope, limit) in fresh {
@@ -401,7 +431,7 @@ impl CappedSfq {
 
     /// The tenant of a job in flight.
     pub fn inflight_tenant(&self, job: u64) -> Option<&str> {
-        self.inflight.get(&job).map(String::as_str)
+        self.inflight.get(&job).map(|e| e.0.as_str())
     }
 
     /// A tenant's waiting jobs, oldest first.
@@ -502,9 +532,18 @@ impl CappedSfq {
         if let Some(slot) = &slot {
             match self.take_slot(slot, job, tier == Tier::Over) {
                 Ok(taken) => (running, limit) = taken,
-                Err(limit) => {
+                Err((limit, copy)) => {
                     self.sfq.backlog.get_mut(tenant)?.push_front(job);
-                    self.hold_back(tenant, (Tag(start), at.1), slot, limit);
+                    let slot = if copy {
+                        // A copy of a holder waits in `capped`, whatever the cap (never served from `over`).
+                        Slot {
+                            elastic: false,
+                            ..slot.clone()
+                        }
+                    } else {
+                        slot.clone()
+                    };
+                    self.hold_back(tenant, (Tag(start), at.1), &slot, limit);
                     return None;
                 }
             }
@@ -535,12 +574,22 @@ impl CappedSfq {
     }
 
     /// Takes the job's slot when its scope has room, or past the limit when `beyond` (an elastic cap
-    /// served from `over`; never at 0). Ok: (holders after, limit); Err: the limit.
-    fn take_slot(&mut self, slot: &Slot, job: u64, beyond: bool) -> Result<(usize, usize), usize> {
+    /// served from `over`; never at 0); never for a copy of a job that holds the slot already (the same id:
+    /// two copies running at once would share one holder, and the first to end would free it while the
+    /// other runs). Ok: (holders after, limit); Err: (the limit, refused as such a copy).
+    fn take_slot(
+        &mut self,
+        slot: &Slot,
+        job: u64,
+        beyond: bool,
+    ) -> Result<(usize, usize), (usize, bool)> {
         let limit = self.limit(slot);
         let holders = self.holders.entry(slot.scope.clone()).or_default();
+        if holders.contains(&job) {
+            return Err((limit, true));
+        }
         if holders.len() >= limit && !(beyond && slot.elastic && limit > 0) {
-            return Err(limit);
+            return Err((limit, false));
         }
         if holders.is_empty() {
             self.registered.insert(slot.scope.clone(), slot.limit);
@@ -1175,6 +1224,31 @@ mod tests {
         assert!(q.over().is_empty() && q.waiting("a").is_empty());
         assert_eq!(q.pop(), Some(("b".into(), 10)));
         assert_eq!(q.pop(), Some(("a".into(), 3))); // held back again, then served past its limit
+    }
+
+    #[test]
+    fn a_copy_of_a_job_holding_its_slot_waits_until_the_slot_is_given_back() {
+        // Job 1 pushed twice (the same id), limit 2: its copy is not served while job 1 holds the slot (they
+        // would share it: three running under two once the first ended), even with a slot free; its tenant
+        // waits in `capped` under an elastic cap too. Job 2's release wakes it for nothing (held back again).
+        for slot in [Slot::fixed("s", 2), Slot::elastic("s", 2)] {
+            let mut q = CappedSfq::new();
+            q.push("a", 1, Some(slot.clone()));
+            q.push("b", 2, Some(slot.clone()));
+            q.push("a", 1, Some(slot.clone()));
+            q.push("a", 3, Some(slot.clone()));
+            assert_eq!(q.pop(), Some(("a".into(), 1)));
+            assert_eq!(q.pop(), Some(("b".into(), 2)));
+            assert_eq!(q.pop(), None); // "a"'s copy of job 1 at its head
+            assert_eq!(q.capped(), ["a"]);
+            q.finish(2);
+            assert_eq!(q.pop(), None);
+            assert_eq!((q.capped(), q.waiting("s")), (vec!["a"], vec!["a"]));
+            q.finish(1);
+            assert_eq!(q.pop(), Some(("a".into(), 1)));
+            assert_eq!(q.pop(), Some(("a".into(), 3)));
+            assert_eq!(q.running("s"), 2);
+        }
     }
 
     #[test]

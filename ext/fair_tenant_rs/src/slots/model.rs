@@ -241,8 +241,14 @@ impl PlainSlots {
     /// A fair queue's fetch serves job `jid` of the scope (`serve.lua`'s take_slot, not beyond the limit): it
     /// takes the jid's slot when the scope has room, expired leases dropped (their runs left as they are) when
     /// they stand in the way, and no plain run owns that slot afterwards. The first holder registers the scope.
-    /// Returns whether it took it.
+    /// Not while the jid holds a slot whose lease runs on, unless handed over (or given up) for a parked copy,
+    /// which this copy is: a plain run of it, or a fair copy, still runs. Returns whether it took it.
     pub fn fair_take(&mut self, jid: &str, limit: u64, lease: u64, now: u64) -> bool {
+        let held = self.holders.get(jid).is_some_and(|&until| until > now);
+        let handed = matches!(self.runs.get(jid), Some(Owner::Handed(_) | Owner::Dropped));
+        if held && !handed {
+            return false;
+        }
         let cap = self.limit(limit) as usize;
         if self.holders.len() >= cap {
             self.holders.retain(|_, &mut until| until > now);

@@ -321,7 +321,12 @@ end
 -- the over tier; never with a limit of 0, which halts). `known`: {slot, limit, running} read earlier in the
 -- same call (a release that woke this tenant), which spares reading them again; only when this job carries
 -- the same default limit (classes sharing a key may carry different ones, and each job is held to its own).
--- Returns taken, holders after, the limit.
+-- A copy of a job whose jid holds its scope's slot (a lease not run out) is not served while it does, whatever
+-- the room: two copies running at once would share one holder, and the first to end would free the slot while
+-- the other runs (the scope one past its limit). A slot handed to the jid by a plain queue's release
+-- (K_HANDED, or K_DROPPED once given up: it waits for this copy, adopted from `queue:<name>`) is this copy's
+-- own: taken over, as before.
+-- Returns taken, holders after, the limit, and whether it was refused as such a copy.
 local function take_slot(slot, beyond, known)
   local limit, running
   if known and same_scope(slot, known.slot) and slot.default == known.slot.default
@@ -332,6 +337,13 @@ local function take_slot(slot, beyond, known)
     running = redis.call('ZCARD', slot.holders)
   end
   local now = now_ms()
+  local lease = tonumber(redis.call('ZSCORE', slot.holders, slot.jid))
+  if lease and lease > now then
+    local owner = redis.call('HGET', slot.runs, slot.jid)
+    if not owner or (owner ~= K_DROPPED and string.sub(owner, 1, #K_HANDED) ~= K_HANDED) then
+      return false, running, limit, true
+    end
+  end
   if running >= limit and not (beyond and slot.elastic and limit > 0) then
     -- Expired leases (a killed worker) are dropped only when they stand in the way.
     if redis.call('ZREMRANGEBYSCORE', slot.holders, '-inf', now) > 0 then
@@ -350,13 +362,15 @@ local function take_slot(slot, beyond, known)
 end
 
 -- A tenant whose next job cannot take its slot leaves `from` (ready or over) with its start tag: to `over`
--- under an elastic cap above 0, else to `capped`; it waits on the scope.
+-- under an elastic cap above 0, else to `capped`; it waits on the scope. `copy`: its job is a copy of a jid
+-- holding the slot (take_slot): to `capped` whatever the cap (never served past the limit from `over`), until
+-- a release, an expired lease or a raised limit wakes it; met still held then, it is held back again.
 local function waiting_entry(k, queue, tier, member)
   return (tier == k.over and 'o' or 'c') .. #queue .. ':' .. queue .. member
 end
 
-local function hold_back(k, queue, from, member, tag, slot, limit, running)
-  local to = (slot.elastic and limit > 0) and k.over or k.capped
+local function hold_back(k, queue, from, member, tag, slot, limit, running, copy)
+  local to = (slot.elastic and limit > 0 and not copy) and k.over or k.capped
   if from ~= to then
     redis.call('ZREM', from, member)
     if from ~= k.ready then wait_rem(slot.waiting, waiting_entry(k, queue, from, member)) end
@@ -521,14 +535,14 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     end
   end
   local slot = not uncapped and slot_of(job) or nil
-  local taken, running, limit = true, 0, 0
+  local taken, running, limit, copy = true, 0, 0, false
   -- Past the limit only from `over` while nobody is ready: not a tenant woken into a slot (known) that its
   -- own job's lower limit does not give it.
-  if slot then taken, running, limit = take_slot(slot, tier == k.over and not known, known) end
+  if slot then taken, running, limit, copy = take_slot(slot, tier == k.over and not known, known) end
   if not taken then
     k.put_back = (k.put_back or 0) + #job
     redis.call('LPUSH', list, job)
-    hold_back(k, queue, tier, member, start, slot, limit, running)
+    hold_back(k, queue, tier, member, start, slot, limit, running, copy)
     return nil
   end
   if rate then rate_record(rate, rate_now, rate_read) end
