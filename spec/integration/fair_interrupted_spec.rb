@@ -41,6 +41,10 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     redis.hgetall(key).each { |id, since| redis.hset(key, id, (since.to_f - recovery::LAPSE - 1).to_s) }
   end
 
+  # A fetcher's recovery thread switches its fair queues on at its start (FairOff.switched_on), whenever it gets
+  # to run: stopped (and joined) before a spec switches one off, so that it cannot switch it on again after.
+  def stop_switching_on = Sidekiq::FairTenant::FairFetch::Sweeper.stop
+
   def sweep(identity = "sweeper:1:a") = Sidekiq.redis { |conn| recovery.sweep(conn, identity) }
   def waiting = Sidekiq.redis { |conn| fair.backlog(conn, "fair") }
   def owners = redis.sunion(names.registry_key, names.recovering_key)
@@ -335,6 +339,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
       2.times { |i| ConservedJob.perform_async("acme", i, "x") }
       fetch = fetcher("old:1:a") # started before the switch: fair in its settings
       unit = fetch.retrieve_work
+      stop_switching_on
       Sidekiq.redis { |conn| fair.drain(conn, "fair") } # fair-off
 
       fetch.bulk_requeue([unit])
@@ -345,6 +350,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
 
     it "recovers a dead process's jobs of a switched-off queue to queue:<name>, whatever the sweeper's settings" do
       dead_process("dead:6:a", 3)
+      stop_switching_on
       Sidekiq.redis { |conn| fair.drain(conn, "fair") }
 
       expect(sweep).to include(recovered: 3)

@@ -7,7 +7,7 @@ module Sidekiq
     # Sidekiq's fetch strategy for processes with fair queues (installed at startup when `fair_queues` is
     # set; Sidekiq 6.4 `options[:fetch]`, 7.x/8.x `config[:fetch_class]`). Queues are polled in Sidekiq's
     # order and weights, as BasicFetch does; inside a fair queue the next job is the next in weighted fair
-    # order per tenant (Native::Fair), moved to this process's in-flight list in the same script, so a job
+    # order per tenant (Native::Fair), moved to this process's in-flight hash in the same script, so a job
     # is always in exactly one place in Redis. Queues that are not fair are fetched as BasicFetch does.
     #
     # At most one round trip per job while work waits (threads that want work at the same moment share one
