@@ -285,6 +285,20 @@ RSpec.describe "Fair fetch" do
       expect(redis.hlen(fetch.inflight_key)).to eq(0)
     end
 
+    it "moves no job when the in-flight id counter is refused (overwritten by hand): it raises before any write" do
+      FairJob.perform_async("acme", 1)
+      seq = "#{Sidekiq::FairTenant::Native::Fair.inflight_key("").delete_suffix(":")}-seq"
+      redis.set(seq, "not a number")
+      fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+      Sidekiq::FairTenant::Slots.stop
+
+      expect { fetch.retrieve_work }.to raise_error(/not an integer/)
+      expect(redis.llen("#{base}t:acme")).to eq(1)
+      expect(redis.exists?(fetch.inflight_key)).to be(false)
+      redis.del(seq)
+      expect(JSON.parse(fetch.retrieve_work.job)["args"]).to eq(["acme", 1])
+    end
+
     it "acknowledges a large job by its short field: the job's bytes never go back to Redis" do
       long = "x" * 200_000
       6.times { |i| FairJob.perform_async("t#{i % 2}", i, long) }

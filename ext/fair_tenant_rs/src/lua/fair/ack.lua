@@ -54,8 +54,8 @@ if mode == 'recover' or mode == 'upgrade' then
   if mode == 'upgrade' then
     if redis.call('TYPE', KEYS[1]).ok ~= 'list' then return 0 end
     local entries = redis.call('LRANGE', KEYS[1], 0, -1) -- the newest first
+    local last = redis.call('INCRBY', K_INFLIGHT_SEQ_KEY, #entries) -- before the DEL: a refused INCRBY loses nothing
     redis.call('DEL', KEYS[1])
-    local last = redis.call('INCRBY', K_INFLIGHT_SEQ_KEY, #entries)
     for i, entry in ipairs(entries) do
       local id = last - i + 1
       local queue, tenant, job = parse_entry(entry)

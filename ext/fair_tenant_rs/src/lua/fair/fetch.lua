@@ -47,6 +47,15 @@ if not acks or not queues or first_want > #ARGV + 1 or #ARGV - first_want + 1 > 
 end
 local woken_by_acks = {} -- tenants a released slot woke: served by this call if their turn comes first
 
+-- The in-flight ids of this call's jobs (one INCRBY a call), taken before the first write: an INCRBY refused (the
+-- counter overwritten by hand) raises before any job leaves its tenant.
+local wants = #ARGV - first_want + 1
+local ids = redis.call('INCRBY', K_INFLIGHT_SEQ_KEY, wants) - wants
+local function next_id()
+  ids = ids + 1
+  return ids
+end
+
 ensure_registered(identity, KEYS[1], KEYS[3], KEYS[4], KEYS[2])
 
 -- The acknowledgements' charges are corrected before any of their slots is released: a tenant a release
@@ -78,13 +87,6 @@ local function waiting(q)
 end
 
 -- One want: its queues in its order; returns the served job's reply, or nil and the starved queue.
-local ids = nil -- the in-flight ids of this call's jobs: one INCRBY, taken when the first is served
-local function next_id()
-  if not ids then ids = redis.call('INCRBY', K_INFLIGHT_SEQ_KEY, #ARGV - first_want + 1) - (#ARGV - first_want + 1) end
-  ids = ids + 1
-  return ids
-end
-
 local function serve_want(woken, order)
   for index in order:gmatch('%d+') do
     local q = listed[tonumber(index)]
