@@ -9,6 +9,7 @@ macro_rules! fair_script {
     ($name:literal) => {
         LazyLock::new(|| {
             let mut parts = COMMON.to_vec();
+            parts.push(CALL_BEGINS);
             parts.push(body($name));
             FairScript::new(crate::names::script(&parts))
         })
@@ -51,6 +52,10 @@ pub const NAMES: [&str; 16] = [
     "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
     "latency", "held", "liveness", "find", "why", "set_rate",
 ];
+
+/// What every script runs first: the state a call keeps for itself (fair/common.lua's `begin_call`) starts
+/// empty, whatever a call before it on this server left (a function library's locals outlive a call).
+const CALL_BEGINS: &str = "begin_call()\n";
 
 const COMMON: [&str; 4] = [
     include_str!("../lua/slots/common.lua"),
@@ -96,7 +101,7 @@ impl FairLibrary {
         let mut parts: Vec<String> = COMMON.iter().map(|p| p.to_string()).collect();
         for name in NAMES {
             parts.push(format!(
-                "redis.register_function{{function_name = '{PLACEHOLDER}_{name}', callback = function(KEYS, ARGV)\n{}\nend}}\n",
+                "redis.register_function{{function_name = '{PLACEHOLDER}_{name}', callback = function(KEYS, ARGV)\n{CALL_BEGINS}{}\nend}}\n",
                 body(name)
             ));
         }
@@ -249,6 +254,17 @@ mod tests {
             assert_eq!(lib.source.matches(&registered).count(), 1, "{name}");
         }
         assert_eq!(lib.source.matches("local function activate").count(), 1);
+    }
+
+    #[test]
+    fn every_script_begins_its_call_with_the_call_state_emptied() {
+        for name in NAMES {
+            let s = &script(name).unwrap().source;
+            assert!(s.contains(&format!("{CALL_BEGINS}{}", body(name))), "{name}");
+        }
+        let callback = format!("callback = function(KEYS, ARGV)\n{CALL_BEGINS}");
+        assert_eq!(library().source.matches(&callback).count(), NAMES.len());
+        assert!(script("fetch").unwrap().source.contains("local function begin_call()"));
     }
 
     #[test]

@@ -5,7 +5,8 @@
 --   ready  ZSET   backlogged tenants that may be served; member = 16 hex digits of activation order ..
 --                 tenant (ties go to the earlier activation, never to a name), score = start tag of
 --                 the tenant's head job
---   state  HASH   v (virtual time: the start tag of the job served last), n (jobs waiting), seq
+--   state  HASH   v (virtual time: the start tag of the job served last; written once a call), n (jobs
+--                 waiting), seq
 --   fin    ZSET   tenants that went idle, scored by their finish tag; pruned once v passes it
 --   paused SET    backlogged tenants of weight 0
 --   sig    LIST   wake-up tokens for idle fetchers (at most `cap`)
@@ -27,6 +28,19 @@
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
 -- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
 
+-- The virtual time of each fair queue this call moved, by its state key: a serving call moves it with every job
+-- it serves but writes it once (count_taken, serve.lua), and every reader in the call reads it here first
+-- (vtime). Emptied when a call begins: fair/scripts.rs puts begin_call() first in every script.
+local moved_v = {}
+local function begin_call()
+  moved_v = {}
+end
+
+-- A queue's virtual time: the start tag of the job served last.
+local function vtime(k)
+  return moved_v[k.state] or finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+end
+
 -- A weight that is not a finite number (NaN, inf, text: written by hand) is passed over; below 0 pauses.
 local function weight(weights, tenant, queue)
   local w = redis.call('HMGET', weights, tenant .. K_WEIGHT_SEPARATOR .. queue, tenant)
@@ -44,7 +58,7 @@ local function activate(k, tenant, queue)
     redis.call('SADD', K_FAIR_PAUSED_QUEUES_KEY, queue)
     return
   end
-  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = vtime(k)
   local f = tonumber(redis.call('ZSCORE', k.fin, tenant))
   if f then
     redis.call('ZREM', k.fin, tenant)

@@ -40,7 +40,7 @@ local function remove_only(tenant, tier, member, tag)
   end
   local slot = slot_of(job)
   if slot and tier ~= k.ready then wait_rem(slot.waiting, waiting_entry(k, queue, tier, member)) end
-  if tag > (finite(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > vtime(k) then redis.call('ZADD', k.fin, tag, tenant) end
   return { 1, tenant }
 end
 

@@ -263,7 +263,7 @@ local function rate_wake(k, all)
   local due = redis.call('ZRANGEBYSCORE', k.rated, '-inf', all and '+inf' or now_ms(), 'LIMIT', 0, K_RATE_WAKE_BATCH)
   if #due == 0 then return end
   local tags = redis.call('HMGET', k.rtags, unpack(due))
-  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = vtime(k)
   for i, member in ipairs(due) do
     local tag = finite(tags[i]) or v
     redis.call('ZADD', k.ready, tag > v and tag or v, member)
@@ -383,7 +383,7 @@ end
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
 local function rejoin(k, from, member, tag)
   redis.call('ZREM', from, member)
-  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = vtime(k)
   if v > tag then tag = v end
   redis.call('ZADD', k.ready, tag, member)
 end
@@ -552,7 +552,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   local function forget_entry()
     if stale then wait_rem(stale.waiting, waiting_entry(k, queue, tier, member)) end
   end
-  redis.call('HSET', k.state, K_STATE_V, start)
+  moved_v[k.state] = start -- written once a call (count_taken)
   local charged = k.time and estimate(k, tenant)
   local finish = start + (charged and charged / 1000 or 1) / w
   -- The next job is not read (its bytes would cross into Lua): whether there is one is its list's length, and
@@ -587,11 +587,12 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   return tenant, job, slot and slot.jid, charged, member
 end
 
--- The jobs this call's turns took off the queue's backlog, off its count (one write a call). Every caller of
--- `serve` calls it before it returns.
+-- The jobs this call's turns took off the queue's backlog, off its count, and the virtual time they moved
+-- it to (one write each a call). Every caller of `serve` calls it before it returns.
 local function count_taken(k)
   if (k.taken or 0) > 0 then redis.call('HINCRBY', k.state, K_STATE_N, -k.taken) end
   k.taken = 0
+  if moved_v[k.state] then redis.call('HSET', k.state, K_STATE_V, moved_v[k.state]) end
 end
 
 -- The tenant woken by this call's acknowledgements, if its turn comes before every ready tenant's: it is
@@ -600,7 +601,7 @@ local function woken_turn(k, queue, woken)
   local v, best, best_start
   for i, w in ipairs(woken) do
     if w.k.ready == k.ready then
-      v = v or finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+      v = v or vtime(k)
       local start = w.tag > v and w.tag or v
       if best == nil or start < best_start or (start == best_start and w.member < woken[best].member) then
         best, best_start = i, start
@@ -656,7 +657,7 @@ local function serve(k, queue, uncapped, woken)
     local start = tonumber(top[2])
     if tier ~= k.ready then
       -- Tags in over (or capped) stayed behind while ready tenants moved v on: v never goes backwards.
-      local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+      local v = vtime(k)
       if v > start then start = v end
     end
     local tenant, job, jid, charged, member = turn(k, queue, tier, top[1], start, uncapped)
@@ -750,7 +751,7 @@ local function leave(k, queue, tenant, last)
     tag = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
   end
-  if tag > (finite(redis.call('HGET', k.state, K_STATE_V)) or 0) then redis.call('ZADD', k.fin, tag, tenant) end
+  if tag > vtime(k) then redis.call('ZADD', k.fin, tag, tenant) end
 end
 
 -- Takes one waiting job (the exact payload) out of `tenant`'s list of a fair queue, the scheduling state
@@ -845,7 +846,7 @@ local function charge_back(weights, timing)
   local w = weight(weights, tenant, queue)
   if w == 0 or not charged or ran == charged then return end
   local delta = (ran - charged) / 1000 / w
-  local v = finite(redis.call('HGET', k.state, K_STATE_V)) or 0
+  local v = vtime(k)
   local function moved(tag)
     local new = tag + delta
     if delta < 0 and new < v then new = v < tag and v or tag end
