@@ -1,13 +1,15 @@
 # frozen_string_literal: true
 
 require_relative "redis_counters"
+require_relative "process_counters"
 require_relative "drain_app"
 require_relative "batch_sizes"
 require_relative "drain_table"
 
 # The drain table of bin/bench: a real `sidekiq -c 10` draining no-op jobs with BasicFetch and with FairFetch, a
 # private redis-server per round, the two taking turns round by round; per cell the median of ROUNDS rounds of
-# jobs/s and, per job, Redis CPU, Redis commands (those inside scripts included) and server time (commandstats).
+# jobs/s and, per job, Redis CPU, Redis commands (those inside scripts included) and server time (commandstats),
+# and the sidekiq processes' own CPU and thread switches (what sets the pace when Redis is not the bottleneck).
 # The window runs from the first push (the process already booted and idle) to the last job's INCR: it counts the
 # pushes, fetches, acknowledgements and the job's own INCR, and Sidekiq's heartbeats meanwhile (both modes alike).
 module DrainBench
@@ -17,7 +19,7 @@ module DrainBench
               [200_000, Integer(ENV.fetch("DRAIN_JOBS_LARGE", "1000"))]].freeze
   TENANT_COUNTS = [50, 10_000].freeze
   MODES = %i[basic fair].freeze
-  FIELDS = %i[rate cpu_us commands server_us batch_mean batch_p95].freeze
+  FIELDS = %i[rate cpu_us commands server_us batch_mean batch_p95 sidekiq_cpu_us switches].freeze
   BULK_BYTES = 1_000_000 # per push_bulk call
   DEADLINE = 900
   FLEET = Integer(ENV.fetch("DRAIN_FLEET", "3")) # processes of the fleet row
@@ -36,7 +38,7 @@ module DrainBench
     redis = server.redis
     pool = Sidekiq::RedisConnection.create(url: server.url, size: 2)
     fleet = Array.new(processes) { boot(mode, server, redis) }
-    result = push_and_wait(redis, fleet.first, jobs) { push(pool, filler(bytes), jobs, tenants) }
+    result = push_and_wait(redis, fleet, jobs) { push(pool, filler(bytes), jobs, tenants) }
     fleet.each(&:stop)
     result.merge(BatchSizes.read(redis))
   ensure
@@ -67,16 +69,23 @@ module DrainBench
     end
   end
 
-  # Runs the block (the pushes) and waits for `jobs` jobs done; the figures of that window.
-  def push_and_wait(redis, sidekiq, jobs)
-    before = RedisCounters.take(redis)
+  # Runs the block (the pushes) and waits for `jobs` jobs done by `fleet`; the figures of that window.
+  def push_and_wait(redis, fleet, jobs)
+    pids = fleet.map(&:pid)
+    before = [RedisCounters.take(redis), ProcessCounters.take(pids)]
     started = Process.clock_gettime(Process::CLOCK_MONOTONIC)
     yield
-    polls = wait(sidekiq) { redis.get("bench:done").to_i >= jobs }
+    polls = wait(fleet.first) { redis.get("bench:done").to_i >= jobs }
     elapsed = Process.clock_gettime(Process::CLOCK_MONOTONIC) - started
-    work = RedisCounters.take(redis).since(before, ignore: { "get" => polls })
+    processes = ProcessCounters.take(pids).since(before.last)
+    per_job(RedisCounters.take(redis).since(before.first, ignore: { "get" => polls }), processes, jobs, elapsed)
+  end
+
+  # Per job: Redis's work, and the sidekiq processes' CPU and thread switches.
+  def per_job(work, processes, jobs, elapsed)
     { rate: jobs / elapsed, cpu_us: work[:cpu] * 1e6 / jobs, commands: work[:calls].fdiv(jobs),
-      server_us: work[:usec].fdiv(jobs), by_command: work[:by_command].transform_values { |n| n.fdiv(jobs) } }
+      server_us: work[:usec].fdiv(jobs), by_command: work[:by_command].transform_values { |n| n.fdiv(jobs) },
+      sidekiq_cpu_us: processes[:cpu] * 1e6 / jobs, switches: processes[:switches].fdiv(jobs) }
   end
 
   # Polls until the block is true; the number of polls.

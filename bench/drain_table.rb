@@ -9,10 +9,11 @@ module DrainTable
     puts "  real sidekiq -c 10 draining no-op jobs (one INCR each), BasicFetch vs FairFetch, a private redis-server " \
          "per round, median of #{DrainBench::ROUNDS} alternating rounds; per job: Redis CPU (used_cpu_user+sys), " \
          "Redis commands"
-    puts "  (inside scripts included), server us (commandstats usec), pushes + fetches + acks + the job's INCR:"
-    puts format("  %-7s %8s %7s | %-24s | %-22s | %-22s | %-22s | %s", "payload", "tenants", "jobs",
+    puts "  (inside scripts included), server us (commandstats usec), pushes + fetches + acks + the job's INCR; the " \
+         "sidekiq processes' CPU us and thread switches per job:"
+    puts format("  %-7s %8s %7s | %-24s | %-22s | %-22s | %-22s | %-22s | %-16s | %s", "payload", "tenants", "jobs",
                 "jobs/s basic fair x", "CPU us basic fair x", "cmds basic fair x", "server us basic fair x",
-                "threads a fetch call: mean p95")
+                "sidekiq us basic fair x", "switches b f", "threads a fetch call: mean p95")
     table.each { |key, cell| row(key, cell) }
     return unless table.any? { |(_, tenants), cell| cell[:tenants_with_jobs] < tenants }
 
@@ -22,12 +23,12 @@ module DrainTable
   def row(key, cell)
     bytes, tenants, processes = key
     b, f = cell.values_at(:basic, :fair)
-    cols = %i[rate cpu_us commands server_us].map do |k|
+    cols = %i[rate cpu_us commands server_us sidekiq_cpu_us].map do |k|
       format(k == :rate ? "%7.0f %7.0f %6.2fx" : "%6.1f %6.1f %6.2fx", b[k], f[k], f[k] / b[k])
     end
     shown = tenants == cell[:tenants_with_jobs] ? tenants.to_s : "#{cell[:tenants_with_jobs]}*"
-    puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s | %4.1f %3d%s", "#{bytes / 1000} KB", shown,
-                cell[:jobs], *cols, f[:batch_mean], f[:batch_p95],
-                processes ? "  (#{processes} processes x 10 threads)" : "")
+    puts format("  %-7s %8s %7d | %-24s | %-22s | %-22s | %-22s | %-23s | %6.2f %6.2f   | %4.1f %3d%s",
+                "#{bytes / 1000} KB", shown, cell[:jobs], *cols, b[:switches], f[:switches], f[:batch_mean],
+                f[:batch_p95], processes ? "  (#{processes} processes x 10 threads)" : "")
   end
 end

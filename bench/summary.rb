@@ -44,8 +44,9 @@ module BenchSummary
       next [["drain 1 KB, #{tenants} tenants", nil, nil]] unless cell
 
       [["drain 1 KB, #{tenants} tenants: jobs/s >= 1.0x BasicFetch (issue 31)",
-        format("%.2fx (%.0f vs %.0f; threads a call mean %.1f, p95 %d)", ratio(cell, :rate), cell[:fair][:rate],
-               cell[:basic][:rate], cell[:fair][:batch_mean], cell[:fair][:batch_p95]),
+        format("%.2fx (%.0f vs %.0f; threads a call mean %.1f, p95 %d; sidekiq CPU/job %.2fx, switches/job %.1f vs " \
+               "%.1f)", ratio(cell, :rate), cell[:fair][:rate], cell[:basic][:rate], cell[:fair][:batch_mean],
+               cell[:fair][:batch_p95], ratio(cell, :sidekiq_cpu_us), cell[:fair][:switches], cell[:basic][:switches]),
         ratio(cell, :rate) >= 1.0],
        ["drain 1 KB, #{tenants} tenants: Redis CPU/job <= 1.2x (issue 31)",
         format("%.2fx (%.1f vs %.1f us)", ratio(cell, :cpu_us), cell[:fair][:cpu_us], cell[:basic][:cpu_us]),
