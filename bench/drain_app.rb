@@ -15,3 +15,4 @@ Sidekiq.configure_server do |config|
     Sidekiq.redis { |conn| sizes.each { |size, calls| conn.call("HINCRBY", "bench:batches", size, calls) } }
   end
 end
+require_relative "reliable_fetch"
