@@ -260,11 +260,17 @@ mod tests {
     fn every_script_begins_its_call_with_the_call_state_emptied() {
         for name in NAMES {
             let s = &script(name).unwrap().source;
-            assert!(s.contains(&format!("{CALL_BEGINS}{}", body(name))), "{name}");
+            assert!(
+                s.contains(&format!("{CALL_BEGINS}{}", body(name))),
+                "{name}"
+            );
         }
         let callback = format!("callback = function(KEYS, ARGV)\n{CALL_BEGINS}");
         assert_eq!(library().source.matches(&callback).count(), NAMES.len());
-        assert!(script("fetch").unwrap().source.contains("local function begin_call()"));
+        assert!(script("fetch")
+            .unwrap()
+            .source
+            .contains("local function begin_call()"));
     }
 
     #[test]
