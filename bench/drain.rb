@@ -6,6 +6,14 @@ require_relative "drain_app"
 require_relative "batch_sizes"
 require_relative "drain_table"
 
+# Each drain mode's `sidekiq` environment: BasicFetch, FairFetch, the minimal reliable fetch (bench/reliable_fetch.rb),
+# and FairFetch without batching (bench/drain_parts.rb's, bench/unbatched_fetch.rb).
+module DrainModes
+  FAIR = { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" }.freeze
+  ENV = { basic: {}, fair: FAIR, reliable: { "BENCH_FETCH" => "reliable" },
+          unbatched: FAIR.merge("BENCH_UNBATCHED" => "1") }.freeze
+end
+
 # The drain table of bin/bench: a real `sidekiq -c 10` draining no-op jobs with BasicFetch and with FairFetch, a
 # private redis-server per round, the two taking turns round by round; per cell the median of ROUNDS rounds of
 # jobs/s and, per job, Redis CPU, Redis commands (those inside scripts included) and server time (commandstats),
@@ -51,12 +59,12 @@ module DrainBench
     server.remove_dir
   end
 
-  ENV_OF = { basic: {}, fair: { "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => "default" },
-             reliable: { "BENCH_FETCH" => "reliable" } }.freeze
+  # More environment for every drain `sidekiq` (bench/drain_parts.rb: BENCH_PARTS).
+  singleton_class.attr_accessor :extra_env
 
   def boot(mode, server, redis)
-    fair = mode == :fair
-    env = ENV_OF.fetch(mode)
+    fair = DrainModes::ENV.fetch(mode).key?("SIDEKIQ_FAIR_TENANT_FAIR_QUEUES")
+    env = DrainModes::ENV.fetch(mode).merge(extra_env || {})
     sidekiq = SidekiqProcess.new(redis_url: server.url, concurrency: 10, env: env,
                                  app: File.expand_path("drain_app.rb", __dir__)).start
     wait(sidekiq) { redis.smembers("processes").any? { |identity| identity.include?(":#{sidekiq.pid}:") } }
@@ -115,7 +123,7 @@ module DrainBench
   def run
     round(:basic, 1_000, 1_000, 50) # warm up: OS caches, the first boot
     PAYLOADS.product(TENANT_COUNTS).to_h do |(bytes, jobs), tenants|
-      modes = RELIABLE_CELL == [bytes, tenants] ? MODES + [:reliable] : MODES
+      modes = RELIABLE_CELL.eql?([bytes, tenants]) ? MODES + [:reliable] : MODES
       rounds = Hash.new { |h, k| h[k] = [] }
       ROUNDS.times do |r|
         modes.rotate(r).each { |mode| rounds[mode] << round(mode, bytes, jobs, tenants) }
