@@ -73,16 +73,18 @@ else
 end
 for i = 7, #ARGV, step do
   local field = ARGV[i]
-  -- A job that took a slot is read (its scope) before its field goes, as is one requeued (it goes back).
+  -- A job that took a slot is read (its scope) before its field goes, as is one requeued (it goes back); a
+  -- recovery sends the job it read (its slot is the same, whatever its interruption count).
   local held = inflight_slotted(field)
-  local job = (held or mode == 'requeue') and redis.call('HGET', KEYS[1], field) or nil
+  local job = mode == 'recover' and ARGV[i + 2]
+    or (held or mode == 'requeue') and redis.call('HGET', KEYS[1], field) or nil
   if redis.call('HDEL', KEYS[1], field) == 1 then
     found = found + 1
     local queue, tenant = entry_head(field)
     if mode == 'ack' and ARGV[i + 1] ~= '' then charge_back(KEYS[2], ARGV[i + 1]) end
     if held and job then release_slot(job, true) end
     local action = 'fair'
-    if mode == 'recover' then action, job = ARGV[i + 1], ARGV[i + 2] end
+    if mode == 'recover' then action = ARGV[i + 1] end
     if mode == 'ack' then
       action = nil
     elseif not queue then
