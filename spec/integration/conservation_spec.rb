@@ -178,4 +178,18 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
     expect(redis.zrange("dead", 0, -1)).to eq(["[\"garbage-5\"]"])
     expect(redis.llen("queue:fair")).to eq(0)
   end
+
+  # Seed 509: a stalled process, taken for dead, fetched its own recovered copy of a capped job while the first
+  # copy still ran; the first copy's end stopped the heartbeat renewing the jid's lease while the second ran.
+  it "renews a job's lease while a second copy of it runs in the same process, after the first copy ended" do
+    slots = Sidekiq::FairTenant::Slots
+    copies = Array.new(2) { Sidekiq::FairTenant::ServerMiddleware::Slot.new("t", "s", "j14", 60_000, 1) }
+    copies.each { |copy| slots.running(copy) }
+    slots.finished(copies.first)
+    expect(slots.running_slots.map(&:jid)).to eq(["j14"])
+    slots.finished(copies.last)
+    expect(slots.running_slots).to be_empty
+  ensure
+    slots.stop
+  end
 end

@@ -31,7 +31,7 @@ module Conservation
 
     class << self
       # A new process's Slots state: nothing running, no heartbeat yet.
-      def fresh = [{}, nil, ::Process.pid, false]
+      def fresh = [{}.compare_by_identity, nil, ::Process.pid, false]
 
       def acting? = !@as.nil?
 

@@ -15,7 +15,7 @@ module Sidekiq
       RENEW = Interval.new(TICK)
       SWEEP = Interval.new(TICK)
 
-      @running = {}
+      @running = {}.compare_by_identity
       @mutex = Mutex.new
       @thread = nil
       @pid = nil
@@ -26,13 +26,13 @@ module Sidekiq
         def running(slot)
           @mutex.synchronize do
             forget_parent
-            @running[[slot.jid, slot.run]] = slot
+            @running[slot] = slot
           end
           start
         end
 
         def finished(slot)
-          @mutex.synchronize { @running.delete([slot.jid, slot.run]) }
+          @mutex.synchronize { @running.delete(slot) }
         end
 
         # A run whose acquire's reply was lost: the heartbeat gives back what the call took (LostReplies).
@@ -41,8 +41,10 @@ module Sidekiq
           start
         end
 
+        # One entry per scope and jid: two copies of one job running here (a stalled process that fetched its own
+        # recovered copy) renew its one holder once.
         def running_slots
-          @mutex.synchronize { @running.values }
+          @mutex.synchronize { @running.values }.uniq { |slot| [slot.tag, slot.sub, slot.jid, slot.run] }
         end
 
         # Starts the heartbeat thread in this process (again in a forked child, which forgets
@@ -113,7 +115,7 @@ module Sidekiq
         def forget_parent
           return if @pid == ::Process.pid
 
-          @running = {}
+          @running = {}.compare_by_identity
           @stopping = false
           @pid = ::Process.pid
         end
