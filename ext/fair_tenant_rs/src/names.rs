@@ -105,6 +105,9 @@ pub const RATE_SEEN: &str = "t";
 pub const RATE_BUCKETS: u64 = 20;
 /// Most windows one `fair_tenant_rate` option may hold.
 pub const MAX_RATE_WINDOWS: u64 = 8;
+/// Most concurrency scopes one job may name (`fair_tenant_concurrency: [{ limit: 2 }, { limit: 20, key: :api }]`):
+/// each is one more set of keys every start and release of the job touches.
+pub const MAX_CONCURRENCY_SCOPES: u64 = 4;
 /// Most rate-capped tenants one serving call brings back into the rotation once due.
 pub const RATE_WAKE_BATCH: u64 = 20;
 /// Runtime rate overrides: `<RATE_LIMITS_PREFIX><len>:<tag>`, field sub (or [`ALL_SCOPES`]) -> windows as
@@ -333,6 +336,7 @@ pub const NAMES: &[Name] = &[
     s("RATE_SEEN", RATE_SEEN, Literal),
     n("RATE_BUCKETS", RATE_BUCKETS, &[]),
     n("MAX_RATE_WINDOWS", MAX_RATE_WINDOWS, &[]),
+    n("MAX_CONCURRENCY_SCOPES", MAX_CONCURRENCY_SCOPES, &[]),
     n("RATE_WAKE_BATCH", RATE_WAKE_BATCH, &[]),
     s("RATE_LIMITS_PREFIX", RATE_LIMITS_PREFIX, Everywhere),
     s("RATE_LIMITS_INDEX_KEY", RATE_LIMITS_INDEX_KEY, Everywhere),

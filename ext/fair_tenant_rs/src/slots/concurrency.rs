@@ -1,5 +1,6 @@
 //! `fair_tenant_concurrency` options: `{ limit: 1, lease: 60, key: :method_name, elastic: false }`.
 
+use crate::names::MAX_CONCURRENCY_SCOPES;
 use crate::routing::rules::{RawValue, RuleError};
 
 pub const DEFAULT_LIMIT: u64 = crate::names::DEFAULT_LIMIT;
@@ -79,6 +80,45 @@ impl Concurrency {
             key_method,
             elastic,
         })
+    }
+
+    /// The option written as a list of scopes (`[{ limit: 2 }, { limit: 20, key: :api_scope }]`): 1 to
+    /// MAX_CONCURRENCY_SCOPES of them, each checked as a single one is, no scope named twice (two without `key:`
+    /// are both the tenant's; two with one `key:` method are one scope). `inspect`: the whole list as written.
+    pub fn parse_all(
+        job_class: &str,
+        raws: &[RawConcurrency],
+        inspect: &str,
+    ) -> Result<Vec<Self>, RuleError> {
+        let fail = |reason: String| RuleError {
+            job_class: job_class.to_string(),
+            position: None,
+            rule: format!("fair_tenant_concurrency {inspect}"),
+            reason,
+        };
+        if raws.is_empty() || raws.len() as u64 > MAX_CONCURRENCY_SCOPES {
+            return Err(fail(format!(
+                "must hold 1 to {MAX_CONCURRENCY_SCOPES} scopes like [{{ limit: 2 }}, {{ limit: 20, key: :api_scope }}]"
+            )));
+        }
+        let mut scopes: Vec<Self> = Vec::with_capacity(raws.len());
+        for (i, raw) in raws.iter().enumerate() {
+            let scope = Self::parse(job_class, raw)
+                .map_err(|e| fail(format!("scope {}: {}", i + 1, e.reason)))?;
+            if let Some(j) = scopes.iter().position(|s| s.key_method == scope.key_method) {
+                let named = match &scope.key_method {
+                    Some(m) => format!("key: :{m}"),
+                    None => "the tenant's, without key:".to_string(),
+                };
+                return Err(fail(format!(
+                    "scope {} is scope {} again ({named}): name each scope once",
+                    i + 1,
+                    j + 1
+                )));
+            }
+            scopes.push(scope);
+        }
+        Ok(scopes)
     }
 
     pub fn lease_ms(&self) -> u64 {
@@ -183,6 +223,88 @@ mod tests {
                 "{msg}"
             );
         }
+    }
+
+    #[test]
+    fn a_list_names_up_to_four_distinct_scopes() {
+        let tenant = raw(RawValue::Int(2), RawValue::Missing, RawValue::Missing);
+        let api = raw(
+            RawValue::Int(20),
+            RawValue::Missing,
+            RawValue::Str("api_scope".into()),
+        );
+        let scopes = Concurrency::parse_all("J", &[tenant.clone(), api.clone()], "[...]").unwrap();
+        assert_eq!(scopes.len(), 2);
+        assert_eq!(
+            (scopes[0].limit, scopes[0].key_method.as_deref()),
+            (2, None)
+        );
+        assert_eq!(
+            (scopes[1].limit, scopes[1].key_method.as_deref()),
+            (20, Some("api_scope"))
+        );
+        let other = |name: &str| {
+            raw(
+                RawValue::Int(1),
+                RawValue::Missing,
+                RawValue::Str(name.into()),
+            )
+        };
+        let four = [tenant.clone(), other("a"), other("b"), other("c")];
+        assert_eq!(
+            Concurrency::parse_all("J", &four, "[...]").unwrap().len(),
+            4
+        );
+        let five = [
+            tenant.clone(),
+            other("a"),
+            other("b"),
+            other("c"),
+            other("d"),
+        ];
+        for bad in [&five[..], &[][..]] {
+            let msg = Concurrency::parse_all("WebhookJob", bad, "[...]")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                msg.starts_with(
+                    "WebhookJob: invalid fair_tenant_concurrency [...]: must hold 1 to 4 scopes"
+                ),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_list_refuses_a_scope_named_twice_and_says_which_scope_is_wrong() {
+        let tenant = raw(RawValue::Int(2), RawValue::Missing, RawValue::Missing);
+        let api = raw(
+            RawValue::Int(20),
+            RawValue::Missing,
+            RawValue::Str("api_scope".into()),
+        );
+        let msg = Concurrency::parse_all("J", &[tenant.clone(), tenant.clone()], "[...]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("scope 2 is scope 1 again (the tenant's, without key:)"),
+            "{msg}"
+        );
+        let msg = Concurrency::parse_all("J", &[api.clone(), tenant.clone(), api.clone()], "[...]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("scope 3 is scope 1 again (key: :api_scope)"),
+            "{msg}"
+        );
+        let bad = raw(RawValue::Int(-1), RawValue::Missing, RawValue::Missing);
+        let msg = Concurrency::parse_all("J", &[api, bad], "[...]")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.starts_with("J: invalid fair_tenant_concurrency [...]: scope 2: limit must be"),
+            "{msg}"
+        );
     }
 
     #[test]
