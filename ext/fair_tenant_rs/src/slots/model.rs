@@ -292,3 +292,287 @@ impl PlainSlots {
         (handed, reclaimed, more)
     }
 }
+
+/// Issue 32's rule on plain queues, as a model (docs/plans/issue-32.md): a job names several scopes, each a
+/// [`PlainSlots`]; it starts only when every one has room (a free slot, and no older job parked there), taking a
+/// slot in each at once, or parks on the first scope that refuses, holding nothing. A hand-over on a scope looks
+/// at its oldest parked job's other scopes: one refuses -> the job moves to park there (its enqueue score kept);
+/// all have room -> it is handed a slot in every scope at once. Lost replies are not modelled yet.
+#[derive(Debug, Default, Clone)]
+pub struct MultiSlots {
+    pub scopes: BTreeMap<String, PlainSlots>,
+    /// jid -> its scopes (name, limit, lease), in the order its option gives, while it is parked or holds slots.
+    pub lists: BTreeMap<String, Vec<(String, u64, u64)>>,
+}
+
+impl MultiSlots {
+    fn has_room(&mut self, scope: &(String, u64, u64), score: f64, now: u64) -> bool {
+        let s = self.scopes.entry(scope.0.clone()).or_default();
+        let cap = s.limit(scope.1) as usize;
+        if s.holders.len() >= cap {
+            s.reclaim(now);
+        }
+        s.holders.len() < cap && s.parked.first().is_none_or(|(older, _, _)| score < *older)
+    }
+
+    fn take_all(&mut self, jid: &str, owner: Owner, now: u64) {
+        for (name, _, lease) in self.lists[jid].clone() {
+            let s = self.scopes.entry(name).or_default();
+            s.holders.insert(jid.to_string(), now + lease);
+            s.runs.insert(jid.to_string(), owner.clone());
+        }
+    }
+
+    fn park_on(
+        &mut self,
+        scope: &(String, u64, u64),
+        jid: &str,
+        run: &str,
+        payload: &str,
+        score: f64,
+    ) {
+        let ask = Ask {
+            jid,
+            run,
+            limit: scope.1,
+            lease: scope.2,
+            payload,
+            score,
+        };
+        self.scopes.entry(scope.0.clone()).or_default().park(&ask);
+    }
+
+    /// 0 acquired (a slot in every scope), 1 held already by this run, 2 parked (on the first scope that refuses).
+    pub fn acquire(
+        &mut self,
+        jid: &str,
+        run: &str,
+        payload: &str,
+        score: f64,
+        scopes: &[(String, u64, u64)],
+        now: u64,
+    ) -> i64 {
+        let mine = Owner::Run(run.to_string());
+        if scopes.iter().all(|(name, _, _)| {
+            self.scopes.get(name).is_some_and(|s| {
+                s.holders.contains_key(jid)
+                    && matches!(s.runs.get(jid), Some(o) if *o == mine || matches!(o, Owner::Handed(r) if r == run))
+            })
+        }) {
+            self.lists.insert(jid.to_string(), scopes.to_vec());
+            self.take_all(jid, mine, now);
+            return 1;
+        }
+        if scopes.iter().any(|(name, _, _)| {
+            self.scopes
+                .get(name)
+                .is_some_and(|s| s.waits.get(jid).is_some_and(|t| t.run == run))
+        }) {
+            return 2;
+        }
+        self.lists.insert(jid.to_string(), scopes.to_vec());
+        let refusing = scopes
+            .iter()
+            .find(|scope| !self.has_room(scope, score, now))
+            .cloned();
+        match refusing {
+            None => {
+                self.take_all(jid, mine, now);
+                0
+            }
+            Some(scope) => {
+                self.park_on(&scope, jid, run, payload, score);
+                2
+            }
+        }
+    }
+
+    /// A slot of `scope` came free: its parked jobs, oldest first, while it has room (at most
+    /// HAND_OVER_BATCH): each moves to park on another of its scopes that refuses, or is handed a slot in all.
+    /// The payloads handed over go to `queue`. Returns how many were handed over.
+    pub fn hand_over(&mut self, scope: &str, now: u64) -> u64 {
+        let mut handed = 0;
+        for _ in 0..names::HAND_OVER_BATCH {
+            let Some(s) = self.scopes.get_mut(scope) else {
+                break;
+            };
+            s.reclaim(now);
+            let Some((score, payload, jid)) = s.parked.first().cloned() else {
+                break;
+            };
+            let list = self.lists.get(&jid).cloned().unwrap_or_default();
+            let Some(here) = list.iter().find(|(name, _, _)| name == scope).cloned() else {
+                break;
+            };
+            if s.holders.len() >= s.limit(here.1) as usize {
+                break;
+            }
+            let run = s.waits.get(&jid).map(|t| t.run.clone()).unwrap_or_default();
+            s.parked.remove(0);
+            s.waits.remove(&jid);
+            // The others are asked as if this job were not parked anywhere (it is the oldest where it goes).
+            let refusing = list
+                .iter()
+                .filter(|(name, _, _)| name != scope)
+                .find(|other| !self.has_room(other, score, now))
+                .cloned();
+            match refusing {
+                Some(other) => self.park_on(&other, &jid, &run, &payload, score),
+                None => {
+                    self.take_all(&jid, Owner::Handed(run), now);
+                    self.scopes.get_mut(scope).unwrap().queue.push(payload);
+                    handed += 1;
+                }
+            }
+        }
+        handed
+    }
+
+    /// A run ends: its slot in every scope it owns is freed, and each freed scope hands over.
+    pub fn release(&mut self, jid: &str, run: &str, now: u64) -> u64 {
+        let Some(list) = self.lists.get(jid).cloned() else {
+            return 0;
+        };
+        let mut freed = Vec::new();
+        for (name, _, _) in &list {
+            let s = self.scopes.entry(name.clone()).or_default();
+            if s.runs.get(jid) == Some(&Owner::Run(run.to_string())) {
+                s.holders.remove(jid);
+                s.runs.remove(jid);
+                freed.push(name.clone());
+            }
+        }
+        if freed.len() == list.len() {
+            self.lists.remove(jid);
+        }
+        freed.iter().map(|name| self.hand_over(name, now)).sum()
+    }
+
+    /// Every scope holds at most its limit, and a jid holds a slot in all of its scopes or in none.
+    pub fn check(&self) -> Result<(), String> {
+        for (name, s) in &self.scopes {
+            if let Some((limit, _)) = s.meta {
+                if s.holders.len() as u64 > s.limit(limit).max(limit) {
+                    return Err(format!("{name} holds {} past its limit", s.holders.len()));
+                }
+            }
+        }
+        for (jid, list) in &self.lists {
+            let held = list
+                .iter()
+                .filter(|(name, _, _)| {
+                    self.scopes
+                        .get(name)
+                        .is_some_and(|s| s.holders.contains_key(jid))
+                })
+                .count();
+            if held != 0 && held != list.len() {
+                return Err(format!("{jid} holds {held} of its {} scopes", list.len()));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod multi_tests {
+    use super::*;
+
+    fn scope(name: &str, limit: u64) -> (String, u64, u64) {
+        (name.to_string(), limit, 60_000)
+    }
+
+    #[test]
+    fn a_job_takes_every_scope_at_once_or_parks_holding_nothing() {
+        let mut m = MultiSlots::default();
+        let both = [scope("tenant:a", 2), scope("api", 1)];
+        assert_eq!(m.acquire("j1", "r1", "p1", 1.0, &both, 0), 0);
+        assert_eq!(m.acquire("j2", "r2", "p2", 2.0, &both, 0), 2);
+        assert!(
+            !m.scopes["tenant:a"].holders.contains_key("j2"),
+            "no slot held while parked"
+        );
+        assert_eq!(
+            m.scopes["api"].parked.len(),
+            1,
+            "parked on the scope that refused"
+        );
+        m.check().unwrap();
+        assert_eq!(m.release("j1", "r1", 0), 1);
+        assert_eq!(m.scopes["api"].queue, vec!["p2".to_string()]);
+        assert!(
+            m.scopes["tenant:a"].holders.contains_key("j2")
+                && m.scopes["api"].holders.contains_key("j2")
+        );
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn a_job_handed_over_by_one_scope_moves_to_the_other_that_is_full() {
+        let mut m = MultiSlots::default();
+        let (a, b) = (scope("a", 1), scope("b", 1));
+        assert_eq!(m.acquire("x", "rx", "px", 1.0, &[a.clone()], 0), 0);
+        assert_eq!(m.acquire("y", "ry", "py", 2.0, &[b.clone()], 0), 0);
+        assert_eq!(
+            m.acquire("j", "rj", "pj", 3.0, &[a.clone(), b.clone()], 0),
+            2
+        );
+        assert_eq!(m.scopes["a"].parked.len(), 1);
+        assert_eq!(
+            m.release("x", "rx", 0),
+            0,
+            "a is free, b is not: j moves to b"
+        );
+        assert_eq!(
+            (m.scopes["a"].parked.len(), m.scopes["b"].parked.len()),
+            (0, 1)
+        );
+        assert_eq!(m.release("y", "ry", 0), 1);
+        assert!(m.scopes["a"].holders.contains_key("j") && m.scopes["b"].holders.contains_key("j"));
+        m.check().unwrap();
+    }
+
+    #[test]
+    fn two_classes_naming_two_scopes_in_opposite_orders_never_deadlock() {
+        let mut m = MultiSlots::default();
+        let (a, b) = (scope("a", 1), scope("b", 1));
+        let mut running: Vec<(String, String)> = Vec::new();
+        for i in 0..20u32 {
+            let list = if i % 2 == 0 {
+                vec![a.clone(), b.clone()]
+            } else {
+                vec![b.clone(), a.clone()]
+            };
+            let (jid, run) = (format!("j{i}"), format!("r{i}"));
+            if m.acquire(&jid, &run, &format!("p{i}"), f64::from(i), &list, 0) == 0 {
+                running.push((jid, run));
+            }
+            m.check().unwrap();
+        }
+        assert_eq!(running.len(), 1, "one runs at a time (both scopes at 1)");
+        let mut done = 0;
+        while let Some((jid, run)) = running.pop() {
+            m.release(&jid, &run, 0);
+            done += 1;
+            m.check().unwrap();
+            for (name, s) in &m.scopes {
+                for j in s.holders.keys() {
+                    if !running.iter().any(|(r, _)| r == j) && name == "a" {
+                        let i: u32 = j[1..].parse().unwrap();
+                        running.push((j.clone(), format!("r{i}")));
+                    }
+                }
+            }
+            // A handed-over job runs under its parked run: claim it as that run would (acquire again).
+            for (jid, run) in running.clone() {
+                let i: u32 = jid[1..].parse().unwrap();
+                let list = m.lists[&jid].clone();
+                assert_eq!(
+                    m.acquire(&jid, &run, &format!("p{i}"), f64::from(i), &list, 0),
+                    1
+                );
+            }
+        }
+        assert_eq!(done, 20, "every job ran");
+    }
+}
