@@ -511,8 +511,14 @@ mod multi_tests {
     fn a_job_handed_over_by_one_scope_moves_to_the_other_that_is_full() {
         let mut m = MultiSlots::default();
         let (a, b) = (scope("a", 1), scope("b", 1));
-        assert_eq!(m.acquire("x", "rx", "px", 1.0, &[a.clone()], 0), 0);
-        assert_eq!(m.acquire("y", "ry", "py", 2.0, &[b.clone()], 0), 0);
+        assert_eq!(
+            m.acquire("x", "rx", "px", 1.0, std::slice::from_ref(&a), 0),
+            0
+        );
+        assert_eq!(
+            m.acquire("y", "ry", "py", 2.0, std::slice::from_ref(&b), 0),
+            0
+        );
         assert_eq!(
             m.acquire("j", "rj", "pj", 3.0, &[a.clone(), b.clone()], 0),
             2
