@@ -93,6 +93,10 @@ pub const DEFAULT_LEASE_MS: u64 = 60_000;
 /// [`SLOT_FIELDS`] (the prelude numbers them from 1: `K_SLOT_TAG` ... `K_SLOT_ELASTIC`).
 pub const SLOT_FIELD: &str = "fair_tenant_slot";
 pub const SLOT_FIELDS: [&str; 5] = ["tag", "sub", "limit", "lease", "elastic"];
+/// The payload field of a fair-queue job with several concurrency scopes: the scopes after its first (which
+/// stays in [`SLOT_FIELD`], so a fetcher of a version without this field still holds the job to it during
+/// a rolling deploy), an array of [`SLOT_FIELDS`] arrays, right after [`SLOT_FIELD`] in the job's head.
+pub const SLOT_MORE_FIELD: &str = "fair_tenant_slots_more";
 
 // Rate caps inside fair queues (`fair_tenant_rate`, fair/rate.rs): a scope's windows in one hash
 // `<RATE_PREFIX><len>:<tag>:<sub>`, one field per window length (ms): its live buckets.
@@ -331,6 +335,7 @@ pub const NAMES: &[Name] = &[
     n("DEFAULT_LIMIT", DEFAULT_LIMIT, &[]),
     n("DEFAULT_LEASE_MS", DEFAULT_LEASE_MS, &["60000", "60_000"]),
     s("SLOT_FIELD", SLOT_FIELD, Everywhere),
+    s("SLOT_MORE_FIELD", SLOT_MORE_FIELD, Everywhere),
     s("RATE_PREFIX", RATE_PREFIX, Everywhere),
     s("RATE_FIELD", RATE_FIELD, Everywhere),
     s("RATE_SEEN", RATE_SEEN, Literal),

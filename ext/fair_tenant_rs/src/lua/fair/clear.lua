@@ -70,7 +70,7 @@ local function drop_member(tier, member)
     local head = redis.call('LINDEX', k.prefix .. tenant, 0)
     read = read + (head and #head or 0)
     local slot = slot_of(head)
-    if slot then wait_rem(slot.waiting, waiting_entry(k, queue, tier, member)) end
+    for _, s in ipairs(slot and scopes(slot) or {}) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
   end
   redis.call('ZREM', tier, member)
   if tier == k.rated then redis.call('HDEL', k.rtags, member) end

@@ -39,7 +39,9 @@ local function remove_only(tenant, tier, member, tag)
     redis.call('HDEL', k.rtags, member)
   end
   local slot = slot_of(job)
-  if slot and tier ~= k.ready then wait_rem(slot.waiting, waiting_entry(k, queue, tier, member)) end
+  if slot and tier ~= k.ready then
+    for _, s in ipairs(scopes(slot)) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
+  end
   if tag > vtime(k) then redis.call('ZADD', k.fin, tag, tenant) end
   return { 1, tenant }
 end

@@ -31,8 +31,13 @@ local function held(tenant)
   if rate and select(2, rate_check(rate)) then return true end
   if not more_capped then return false end
   local slot = slot_of(head)
-  return slot ~= nil and not slot.elastic
-    and redis.call('ZCOUNT', slot.holders, now_ms(), '+inf') >= effective_limit(slot.limits, slot.sub, slot.default)
+  for _, s in ipairs(slot and scopes(slot) or {}) do
+    if not s.elastic
+       and redis.call('ZCOUNT', s.holders, now_ms(), '+inf') >= effective_limit(s.limits, s.sub, s.default) then
+      return true
+    end
+  end
+  return false
 end
 
 -- `heads` holds, per tenant, a time no later than its oldest job's: a candidate's head job is read for the

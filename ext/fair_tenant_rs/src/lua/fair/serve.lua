@@ -24,7 +24,7 @@ end
 local function scope_keys(tag, sub)
   local base = K_SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
   return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, runs = base .. sub .. K_RUNS,
-           meta = base .. K_META, limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag }
+           meta = base .. K_META, limits = K_LIMITS_PREFIX .. #tag .. ':' .. tag, more = {} }
 end
 
 -- A waiting entry's field in its scope's index: "<len>:<queue><tenant>", or nil (not an entry this gem wrote).
@@ -79,50 +79,96 @@ local MAX_MS = 1e13
 local HEAD = '^{"enqueued_at":[%d%.eE+-]+,"jid":"([%w_%-]*)",()'
 local HEAD_SLOT = '^' .. SLOT_QUOTED:gsub('%p', '%%%0') .. ':()%['
 
--- The slot array of a job FairPush wrote, starting at `from`: the shortest run to a `]` that decodes as an
--- array (a tag or sub may hold a `]`); nil when none does within a few tries.
-local function head_slot(job, from)
+-- The JSON array of a job FairPush wrote, starting at `from`: the shortest run to `closer` that decodes as an
+-- array (a tag or sub may hold a `]`); nil when none does within a few tries. Returns it and its last byte.
+local function head_array(job, from, closer)
   local close = from
   for _ = 1, 8 do
-    close = string.find(job, ']', close + 1, true)
+    close = string.find(job, closer, close + 1, true)
     if not close then return nil end
+    close = close + #closer - 1
     local ok, s = pcall(cjson.decode, string.sub(job, from, close))
     if ok and type(s) == 'table' then return s, close end
   end
   return nil
 end
 
--- The slot a job of a fair queue takes, or nil; the job starts at `at` (default 1: an in-flight entry's job
--- is read in place). A job FairPush wrote says so in its first bytes; others cost a substring search, and
--- those with a slot a decoding.
-local function slot_of(job, at)
-  if not job then return nil end
-  at = at or 1
-  local s, jid
-  local head_jid, after = string.match(job, HEAD, at)
-  if head_jid then
-    local from = string.match(job, HEAD_SLOT, after)
-    if not from then return nil end
-    s, jid = head_slot(job, from), head_jid
-  end
-  if not s then
-    if not string.find(job, SLOT_QUOTED, at, true) then return nil end
-    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
-    if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
-    s, jid = decoded[K_SLOT_FIELD], decoded.jid
-  end
+local function head_slot(job, from)
+  return head_array(job, from, ']')
+end
+
+local MORE_QUOTED = '"' .. K_SLOT_MORE_FIELD .. '"'
+local HEAD_MORE = '^' .. MORE_QUOTED:gsub('%p', '%%%0') .. ':()%['
+
+-- One scope as a job carries it ([tag, sub, limit, lease, elastic]), for the job `jid`, or nil (unreadable).
+-- Limit and lease as FairPush writes them; unreadable (NaN, inf, below 0 / 1 ms) the defaults; a lease over
+-- MAX_MS is MAX_MS.
+local function scope_slot(s, jid)
   if type(s) ~= 'table' or type(s[K_SLOT_TAG]) ~= 'string' or type(s[K_SLOT_SUB]) ~= 'string' then return nil end
-  -- A jid that is no string or number names no holder (a slot taken for it could never be given back).
-  if type(jid) ~= 'string' and type(jid) ~= 'number' then return nil end
   local slot = scope_keys(s[K_SLOT_TAG], s[K_SLOT_SUB])
-  slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], tostring(jid)
-  -- Limit and lease as FairPush writes them; unreadable (NaN, inf, below 0 / 1 ms) the defaults; a lease over
-  -- MAX_MS is MAX_MS.
+  slot.tag, slot.sub, slot.jid = s[K_SLOT_TAG], s[K_SLOT_SUB], jid
   local lease = finite(s[K_SLOT_LEASE], 1)
   slot.default = finite(s[K_SLOT_LIMIT], 0) or K_DEFAULT_LIMIT
   slot.lease = lease and math.min(lease, MAX_MS) or K_DEFAULT_LEASE_MS
   slot.elastic = s[K_SLOT_ELASTIC] == 1 or s[K_SLOT_ELASTIC] == true
   return slot
+end
+
+-- A job's scopes after its first (K_SLOT_MORE_FIELD), onto `slot.more`: unreadable ones and repeats of an
+-- earlier scope are passed over, and at most K_MAX_CONCURRENCY_SCOPES are kept in all.
+local function add_more(slot, more)
+  if type(more) ~= 'table' then return end
+  local seen = { [slot.holders] = true }
+  for _, s in ipairs(more) do
+    if #slot.more + 1 >= K_MAX_CONCURRENCY_SCOPES then break end
+    local extra = scope_slot(s, slot.jid)
+    if extra and not seen[extra.holders] then
+      seen[extra.holders] = true
+      slot.more[#slot.more + 1] = extra
+    end
+  end
+end
+
+-- The slot a job of a fair queue takes, or nil; the job starts at `at` (default 1: an in-flight entry's job
+-- is read in place). A job FairPush wrote says so in its first bytes; others cost a substring search, and
+-- those with a slot a decoding. A job with several scopes (`fair_tenant_concurrency: [...]`) has the others
+-- in `slot.more` (scopes(slot) lists them all); it starts only when all have room, and takes them together.
+-- Also returns where the slot fields end in a job FairPush wrote (rate_of reads on from there).
+local function slot_of(job, at)
+  if not job then return nil end
+  at = at or 1
+  local s, jid, more, close
+  local head_jid, after = string.match(job, HEAD, at)
+  if head_jid then
+    local from = string.match(job, HEAD_SLOT, after)
+    if not from then return nil end
+    s, close = head_slot(job, from)
+    jid = head_jid
+    if close then
+      local more_from = string.match(job, HEAD_MORE, close + 2)
+      if more_from then more, close = head_array(job, more_from, ']]') end
+    end
+  end
+  if not s then
+    if not string.find(job, SLOT_QUOTED, at, true) then return nil end
+    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
+    if not ok or type(decoded) ~= 'table' or decoded.jid == nil then return nil end
+    s, jid, more = decoded[K_SLOT_FIELD], decoded.jid, decoded[K_SLOT_MORE_FIELD]
+  end
+  -- A jid that is no string or number names no holder (a slot taken for it could never be given back).
+  if type(jid) ~= 'string' and type(jid) ~= 'number' then return nil end
+  local slot = scope_slot(s, tostring(jid))
+  if not slot then return nil end
+  add_more(slot, more)
+  return slot, close
+end
+
+-- Every scope of a job's slot, its first first.
+local function scopes(slot)
+  if #slot.more == 0 then return { slot } end
+  local all = { slot }
+  for _, s in ipairs(slot.more) do all[#all + 1] = s end
+  return all
 end
 
 -- Rate caps (`fair_tenant_rate`; the Rust model is fair/rate.rs). A job FairPush wrote carries, after its
@@ -152,6 +198,12 @@ local function rate_of(job, at)
       local _, close = head_slot(job, from)
       if not close then return nil end
       after = close + 2 -- past "],"
+      local more = string.match(job, HEAD_MORE, after)
+      if more then
+        _, close = head_array(job, more, ']]')
+        if not close then return nil end
+        after = close + 2
+      end
     end
     from = string.match(job, HEAD_RATE, after)
     if not from then return nil end
@@ -326,8 +378,11 @@ end
 -- the other runs (the scope one past its limit). A slot handed to the jid by a plain queue's release
 -- (K_HANDED, or K_DROPPED once given up: it waits for this copy, adopted from `queue:<name>`) is this copy's
 -- own: taken over, as before.
--- Returns taken, holders after, the limit, and whether it was refused as such a copy.
-local function take_slot(slot, beyond, known)
+-- A job with several scopes takes them all or none: each is checked in order (as above), and the first that
+-- refuses is where its tenant waits (hold_back); only when every one has room are they all taken.
+-- Returns taken, holders after and the limit (of the first scope when taken, else of the one that refused),
+-- whether it was refused as such a copy, and the scope that refused.
+local function room(slot, beyond, known)
   local limit, running
   if known and same_scope(slot, known.slot) and slot.default == known.slot.default
      and known.running < known.limit then
@@ -353,12 +408,27 @@ local function take_slot(slot, beyond, known)
       return false, running, limit
     end
   end
+  return true, running, limit
+end
+
+local function take_slot(slot, beyond, known)
+  local all = scopes(slot)
+  local counts, first_limit = {}, nil
+  for i, s in ipairs(all) do
+    local ok, running, limit, copy = room(s, beyond, known)
+    if not ok then return false, running, limit, copy, s end
+    counts[i] = running
+    first_limit = first_limit or limit
+  end
   -- The first holder registers the scope for the sweep; the sweep forgets it only when it has no holder,
   -- parked job or waiter, so a tenant that waits behind holders is always visited.
-  if running == 0 then register(slot) end
-  running = running + redis.call('ZADD', slot.holders, now + slot.lease, slot.jid)
-  unowned(slot)
-  return true, running, limit
+  local now = now_ms()
+  for i, s in ipairs(all) do
+    if counts[i] == 0 then register(s) end
+    counts[i] = counts[i] + redis.call('ZADD', s.holders, now + s.lease, s.jid)
+    unowned(s)
+  end
+  return true, counts[1], first_limit
 end
 
 -- A tenant whose next job cannot take its slot leaves `from` (ready or over) with its start tag: to `over`
@@ -369,11 +439,16 @@ local function waiting_entry(k, queue, tier, member)
   return (tier == k.over and 'o' or 'c') .. #queue .. ':' .. queue .. member
 end
 
-local function hold_back(k, queue, from, member, tag, slot, limit, running, copy)
+-- `old`: the slot of the job the tenant waited for until now (default `slot`): a tenant of several scopes may
+-- have waited on another of them, whose entry goes.
+local function hold_back(k, queue, from, member, tag, slot, limit, running, copy, old)
   local to = (slot.elastic and limit > 0 and not copy) and k.over or k.capped
-  if from ~= to then
-    redis.call('ZREM', from, member)
-    if from ~= k.ready then wait_rem(slot.waiting, waiting_entry(k, queue, from, member)) end
+  if from ~= to then redis.call('ZREM', from, member) end
+  if from ~= k.ready then
+    local entry = waiting_entry(k, queue, from, member)
+    for _, s in ipairs(scopes(old or slot)) do
+      if from ~= to or not same_scope(s, slot) then wait_rem(s.waiting, entry) end
+    end
   end
   redis.call('ZADD', to, tag, member)
   wait_add(slot.waiting, tag, waiting_entry(k, queue, to, member))
@@ -435,16 +510,21 @@ end
 
 -- A served job's slot back (acknowledged, requeued or recovered), and waiting tenants woken into it. The
 -- job starts at `at` in `job` (default 1).
+-- A job of several scopes gives back each it holds, each waking its own waiters.
 local function release_slot(job, tokens, at)
   local slot = slot_of(job, at)
-  if not slot or redis.call('ZREM', slot.holders, slot.jid) == 0 then return end
-  if type(tokens) == 'table' then
-    -- Tenants an earlier acknowledgement of this fetch woke read the scope's count before this release.
-    for _, w in ipairs(tokens) do
-      if same_scope(w.known.slot, slot) then w.known.running = w.known.running - 1 end
+  if not slot then return end
+  for _, s in ipairs(scopes(slot)) do
+    if redis.call('ZREM', s.holders, s.jid) == 1 then
+      if type(tokens) == 'table' then
+        -- Tenants an earlier acknowledgement of this fetch woke read the scope's count before this release.
+        for _, w in ipairs(tokens) do
+          if same_scope(w.known.slot, s) then w.known.running = w.known.running - 1 end
+        end
+      end
+      wake(s, nil, tokens)
     end
   end
-  wake(slot, nil, tokens)
 end
 
 -- Tenants woken by this fetch call's acknowledgements and not served by it (those of queue `only`, or all):
@@ -470,9 +550,15 @@ local function push_front(k, tenant, job, queue)
   end
   local held_on = slot_of(redis.call('LINDEX', k.prefix .. tenant, 1))
   if not held_on then return end
-  local entry = wait_lookup(held_on.waiting, queue, tenant)
+  local entry
+  for _, s in ipairs(scopes(held_on)) do
+    entry = wait_lookup(s.waiting, queue, tenant)
+    if entry then
+      wait_rem(s.waiting, entry)
+      break
+    end
+  end
   if not entry then return end
-  wait_rem(held_on.waiting, entry)
   local member = entry:sub(#tostring(#queue) + #queue + 3)
   local from = entry:sub(1, 1) == 'o' and k.over or k.capped
   local tag = tonumber(redis.call('ZSCORE', from, member))
@@ -485,8 +571,19 @@ end
 local function pass_on(k, list, entry)
   local slot = slot_of(redis.call('LINDEX', list, 0))
   if not slot then return end
-  if entry then wait_rem(slot.waiting, entry) end
-  wake(slot, nil, true)
+  for _, s in ipairs(scopes(slot)) do
+    if entry then wait_rem(s.waiting, entry) end
+    wake(s, nil, true)
+  end
+end
+
+-- A tenant of several scopes held back on `refused`: a slot of another scope it may have been woken for
+-- goes to the next tenant waiting there (as pass_on does), so no scope is left with room and waiters.
+local function pass_others(slot, refused)
+  if #slot.more == 0 then return end
+  for _, s in ipairs(scopes(slot)) do
+    if not same_scope(s, refused) then wake(s, nil, true) end
+  end
 end
 
 -- A tenant's weight as a serving call reads it: no lookup at all while nobody set a weight (whether anybody
@@ -529,20 +626,23 @@ local function turn(k, queue, tier, member, start, uncapped, known)
       k.put_back = (k.put_back or 0) + #job
       redis.call('LPUSH', list, job)
       local held = tier ~= k.ready and not known and slot_of(job)
-      if held then wait_rem(held.waiting, waiting_entry(k, queue, tier, member)) end
+      if held then
+        for _, s in ipairs(scopes(held)) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
+      end
       hold_rated(k, tier, member, start, rate_due)
       return nil
     end
   end
   local slot = not uncapped and slot_of(job) or nil
-  local taken, running, limit, copy = true, 0, 0, false
+  local taken, running, limit, copy, refused = true, 0, 0, false, nil
   -- Past the limit only from `over` while nobody is ready: not a tenant woken into a slot (known) that its
   -- own job's lower limit does not give it.
-  if slot then taken, running, limit, copy = take_slot(slot, tier == k.over and not known, known) end
+  if slot then taken, running, limit, copy, refused = take_slot(slot, tier == k.over and not known, known) end
   if not taken then
     k.put_back = (k.put_back or 0) + #job
     redis.call('LPUSH', list, job)
-    hold_back(k, queue, tier, member, start, slot, limit, running, copy)
+    hold_back(k, queue, tier, member, start, refused, limit, running, copy, slot)
+    pass_others(slot, refused)
     return nil
   end
   if rate then rate_record(rate, rate_now, rate_read) end
@@ -550,7 +650,8 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   -- unless a wake took it (known); it goes when the tenant leaves that place.
   local stale = tier ~= k.ready and not known and (slot or slot_of(job))
   local function forget_entry()
-    if stale then wait_rem(stale.waiting, waiting_entry(k, queue, tier, member)) end
+    if not stale then return end
+    for _, s in ipairs(scopes(stale)) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
   end
   moved_v[k.state] = start -- written once a call (count_taken)
   local charged = k.time and estimate(k, tenant)
@@ -561,7 +662,7 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   if redis.call('LLEN', list) > 0 then
     local next_slot = slot and slot_of(redis.call('LINDEX', list, 0))
     if next_slot and same_scope(slot, next_slot) and running >= limit then
-      hold_back(k, queue, tier, member, finish, next_slot, limit, running)
+      hold_back(k, queue, tier, member, finish, next_slot, limit, running, false, slot)
     else
       if tier ~= k.ready then
         redis.call('ZREM', tier, member)
@@ -721,18 +822,38 @@ local function member_of(k, tenant)
   return nil
 end
 
--- Where a held-back tenant of `queue` waits on `slot`'s scope: its waiting entry goes; returns the tier
+-- Where a held-back tenant of `queue` waits on one of `slot`'s scopes: its waiting entry goes; returns the tier
 -- (capped or over), its member there and start tag, or nil (not held on this scope).
 local function unwait(k, queue, slot, tenant)
   local prefix = #queue .. ':' .. queue
-  local entry = wait_lookup(slot.waiting, queue, tenant)
+  local entry
+  for _, s in ipairs(scopes(slot)) do
+    entry = wait_lookup(s.waiting, queue, tenant)
+    if entry then
+      wait_rem(s.waiting, entry)
+      break
+    end
+  end
   if not entry then return nil end
-  wait_rem(slot.waiting, entry)
   local member = entry:sub(#prefix + 2)
   local tier = entry:sub(1, 1) == 'o' and k.over or k.capped
   local tag = tonumber(redis.call('ZSCORE', tier, member))
   if not tag then return nil end
   return tier, member, tag
+end
+
+-- The scope of `slot` that holds the tenant's next job: the one it waits on, else the first with no room
+-- (read as stats and why show it), else the first.
+local function holding_scope(k, queue, slot, tenant)
+  if not slot or #slot.more == 0 then return slot end
+  local now = now_ms()
+  for _, s in ipairs(scopes(slot)) do
+    if wait_lookup(s.waiting, queue, tenant) then return s end
+  end
+  for _, s in ipairs(scopes(slot)) do
+    if redis.call('ZCOUNT', s.holders, now, '+inf') >= effective_limit(s.limits, s.sub, s.default) then return s end
+  end
+  return slot
 end
 
 -- A tenant whose list a removal emptied (`last`: that job) leaves every place it was in, its start tag kept
@@ -806,16 +927,15 @@ local function ensure_registered(identity, inflight, registry, recovered, weight
     if queue and take_waiting(fair_keys(fair_base(queue), weights), queue, tenant, job, K_TAKE_BACK_DEPTH) then
       redis.call('HSET', inflight, copies[i], job) -- under its field: its acknowledgement finds it
       local slot = slot_of(job)
-      if slot then
-        local best = fresh[slot.holders]
+      for _, s in ipairs(slot and scopes(slot) or {}) do
+        local best = fresh[s.holders]
         if best == nil then
-          fresh[slot.holders] = redis.call('ZCARD', slot.holders) == 0 and slot
-        elseif best and (slot.default > best.default
-                         or (slot.default == best.default and slot.lease > best.lease)) then
-          fresh[slot.holders] = slot
+          fresh[s.holders] = redis.call('ZCARD', s.holders) == 0 and s
+        elseif best and (s.default > best.default or (s.default == best.default and s.lease > best.lease)) then
+          fresh[s.holders] = s
         end
-        redis.call('ZADD', slot.holders, now_ms() + slot.lease, slot.jid)
-        unowned(slot)
+        redis.call('ZADD', s.holders, now_ms() + s.lease, s.jid)
+        unowned(s)
       end
     end
   end
@@ -859,7 +979,9 @@ local function charge_back(weights, timing)
       redis.call('ZADD', tier, new, member)
       if tier ~= k.ready then
         local slot = slot_of(redis.call('LINDEX', k.prefix .. tenant, 0))
-        if slot then redis.call('ZADD', slot.waiting, 'XX', new, waiting_entry(k, queue, tier, member)) end
+        for _, s in ipairs(slot and scopes(slot) or {}) do
+          redis.call('ZADD', s.waiting, 'XX', new, waiting_entry(k, queue, tier, member))
+        end
       end
       return
     end

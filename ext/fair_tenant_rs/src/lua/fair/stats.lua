@@ -48,7 +48,7 @@ for i = 1, math.min(#held, capped_max) do
   local h = held[i]
   local tenant = member_tenant(h.member)
   local list = k.prefix .. tenant
-  local slot = slot_of(redis.call('LINDEX', list, 0))
+  local slot = holding_scope(k, queue, slot_of(redis.call('LINDEX', list, 0)), tenant)
   local running, cap, elastic, scope = false, false, not h.static, false
   if slot then
     running = redis.call('ZCOUNT', slot.holders, now, '+inf')

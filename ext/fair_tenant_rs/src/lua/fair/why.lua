@@ -39,7 +39,7 @@ if w > 0 and ready <= K_WHY_SHARE_MAX then
 end
 
 local slot_info = false
-local slot = slot_of(redis.call('LINDEX', list, 0))
+local slot = holding_scope(k, queue, slot_of(redis.call('LINDEX', list, 0)), tenant)
 if slot then
   local now = now_ms()
   local holders = {}
