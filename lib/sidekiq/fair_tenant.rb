@@ -132,7 +132,7 @@ module Sidekiq
       end
 
       def concurrency_cache
-        @concurrency_cache ||= OptionCache.new { |name, raw, _| Native::Concurrency.new(name, raw) }
+        @concurrency_cache ||= OptionCache.new { |name, raw, _| Native::Concurrency.list(name, raw) }
       end
 
       def rate_cache

@@ -43,6 +43,7 @@ module Sidekiq
         FairTenant.rule_cache.fetch(klass.name, raw, FairTenant.config.max_throttling_window)
       end
 
+      # The class's concurrency scopes (Native::Concurrency each, its first first), nil without any.
       def concurrency(klass)
         raw = options(klass)["fair_tenant_concurrency"]
         raw.nil? ? nil : FairTenant.concurrency_cache.fetch(klass.name, raw)

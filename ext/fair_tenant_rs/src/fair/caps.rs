@@ -90,7 +90,8 @@ pub struct CappedSfq {
     pub(crate) capped: BTreeMap<Place, String>,
     /// Tenants at or past an elastic cap, served only while `ready` is empty.
     pub(crate) over: BTreeMap<Place, String>,
-    slots: HashMap<u64, Slot>,
+    /// Per job, the scopes it takes when served, its first first (all or none: `take_slots`).
+    slots: HashMap<u64, Vec<Slot>>,
     pub(crate) holders: HashMap<String, BTreeSet<u64>>,
     /// Per scope, the tenants waiting on it.
     pub(crate) waiting: HashMap<String, BTreeMap<Wait, String>>,
@@ -142,8 +143,23 @@ impl CappedSfq {
 
     /// A job (an id, unique) to the back of the tenant's backlog, with the slot it takes, if any.
     pub fn push(&mut self, tenant: &str, job: u64, slot: Option<Slot>) {
-        if let Some(slot) = slot {
-            self.slots.insert(job, slot);
+        self.push_scopes(tenant, job, slot.into_iter().collect());
+    }
+
+    /// A job with several scopes (`fair_tenant_concurrency: [...]`): served only when every one has room,
+    /// taking them all at once. A scope named again is one scope; at most
+    /// [`crate::names::MAX_CONCURRENCY_SCOPES`] are kept (the scripts' `slot_of`).
+    pub fn push_scopes(&mut self, tenant: &str, job: u64, scopes: Vec<Slot>) {
+        let mut kept: Vec<Slot> = Vec::new();
+        for slot in scopes {
+            if kept.len() < crate::names::MAX_CONCURRENCY_SCOPES as usize
+                && !kept.iter().any(|k| k.scope == slot.scope)
+            {
+                kept.push(slot);
+            }
+        }
+        if !kept.is_empty() {
+            self.slots.insert(job, kept);
         }
         self.sfq.push(tenant, job);
     }
@@ -405,18 +421,20 @@ impl CappedSfq {
             else {
                 continue;
             };
-            let slot = self.slots.get(&job).cloned();
+            let slots = self.slots.get(&job).cloned();
             self.delete(job);
-            if let Some(slot) = slot {
-                let holders = self.holders.entry(slot.scope.clone()).or_default();
-                let limit = fresh
-                    .entry(slot.scope.clone())
-                    .or_insert_with(|| holders.is_empty().then_some(slot.limit));
-                if let Some(limit) = limit {
-                    *limit = (*limit).max(slot.limit);
+            if let Some(slots) = slots {
+                for slot in &slots {
+                    let holders = self.holders.entry(slot.scope.clone()).or_default();
+                    let limit = fresh
+                        .entry(slot.scope.clone())
+                        .or_insert_with(|| holders.is_empty().then_some(slot.limit));
+                    if let Some(limit) = limit {
+                        *limit = (*limit).max(slot.limit);
+                    }
+                    holders.insert(job);
                 }
-                holders.insert(job);
-                self.slots.insert(job, slot);
+                self.slots.insert(job, slots);
             }
             self.in_flight(job, &tenant);
             back.push(job);
@@ -441,13 +459,17 @@ impl CappedSfq {
 
     /// The slot a job takes when served, if any.
     pub fn slot_of(&self, job: u64) -> Option<&Slot> {
-        self.slots.get(&job)
+        self.slots.get(&job).and_then(|s| s.first())
+    }
+
+    /// Every scope a job takes when served, its first first.
+    pub fn scopes_of(&self, job: u64) -> &[Slot] {
+        self.slots.get(&job).map_or(&[], Vec::as_slice)
     }
 
     /// Whether the job holds its slot.
     pub fn holds(&self, job: u64) -> bool {
-        self.slots
-            .get(&job)
+        self.slot_of(job)
             .and_then(|s| self.holders.get(&s.scope))
             .is_some_and(|h| h.contains(&job))
     }
@@ -527,12 +549,13 @@ impl CappedSfq {
                 return None;
             }
         }
-        let slot = self.slots.get(&job).cloned();
+        let slots = self.slots.get(&job).cloned();
+        let slot = slots.as_ref().and_then(|s| s.first()).cloned();
         let (mut running, mut limit) = (0, 0);
-        if let Some(slot) = &slot {
-            match self.take_slot(slot, job, tier == Tier::Over) {
+        if let Some(all) = &slots {
+            match self.take_slots(all, job, tier == Tier::Over) {
                 Ok(taken) => (running, limit) = taken,
-                Err((limit, copy)) => {
+                Err((limit, copy, slot)) => {
                     self.sfq.backlog.get_mut(tenant)?.push_front(job);
                     let slot = if copy {
                         // A copy of a holder waits in `capped`, whatever the cap (never served from `over`).
@@ -544,6 +567,7 @@ impl CappedSfq {
                         slot.clone()
                     };
                     self.hold_back(tenant, (Tag(start), at.1), &slot, limit);
+                    self.pass_others(all, &slot.scope);
                     return None;
                 }
             }
@@ -556,7 +580,7 @@ impl CappedSfq {
             Some(finish) => {
                 let place = (Tag(finish), at.1);
                 let next = self.sfq.backlog[tenant].front();
-                match (&slot, next.and_then(|j| self.slots.get(j)).cloned()) {
+                match (&slot, next.and_then(|&j| self.slot_of(j)).cloned()) {
                     (Some(slot), Some(next)) if next.scope == slot.scope && running >= limit => {
                         self.hold_back(tenant, place, &next, limit)
                     }
@@ -573,29 +597,65 @@ impl CappedSfq {
         Some(job)
     }
 
-    /// Takes the job's slot when its scope has room, or past the limit when `beyond` (an elastic cap
+    /// Whether the job's slot may be taken: its scope has room, or past the limit when `beyond` (an elastic cap
     /// served from `over`; never at 0); never for a copy of a job that holds the slot already (the same id:
     /// two copies running at once would share one holder, and the first to end would free it while the
-    /// other runs). Ok: (holders after, limit); Err: (the limit, refused as such a copy).
-    fn take_slot(
-        &mut self,
+    /// other runs). Ok: (holders now, limit); Err: (the limit, refused as such a copy). Only checks:
+    /// [`CappedSfq::take_slots`] takes.
+    fn room(
+        &self,
         slot: &Slot,
         job: u64,
         beyond: bool,
     ) -> Result<(usize, usize), (usize, bool)> {
         let limit = self.limit(slot);
-        let holders = self.holders.entry(slot.scope.clone()).or_default();
-        if holders.contains(&job) {
+        let holders = self.holders.get(&slot.scope);
+        let running = holders.map_or(0, BTreeSet::len);
+        if holders.is_some_and(|h| h.contains(&job)) {
             return Err((limit, true));
         }
-        if holders.len() >= limit && !(beyond && slot.elastic && limit > 0) {
+        if running >= limit && !(beyond && slot.elastic && limit > 0) {
             return Err((limit, false));
         }
-        if holders.is_empty() {
-            self.registered.insert(slot.scope.clone(), slot.limit);
+        Ok((running, limit))
+    }
+
+    /// A job's scopes all at once, or none: each checked in order as [`CappedSfq::room`]; the first that
+    /// refuses is returned with its limit and whether it refused a copy (its tenant waits there). Ok: the
+    /// first scope's holders after and limit.
+    fn take_slots(
+        &mut self,
+        slots: &[Slot],
+        job: u64,
+        beyond: bool,
+    ) -> Result<(usize, usize), (usize, bool, Slot)> {
+        let mut first = None;
+        for slot in slots {
+            match self.room(slot, job, beyond) {
+                Ok((_, limit)) => first = first.or(Some(limit)),
+                Err((limit, copy)) => return Err((limit, copy, slot.clone())),
+            }
         }
-        holders.insert(job);
-        Ok((holders.len(), limit))
+        for slot in slots {
+            let holders = self.holders.entry(slot.scope.clone()).or_default();
+            if holders.is_empty() {
+                self.registered.insert(slot.scope.clone(), slot.limit);
+            }
+            holders.insert(job);
+        }
+        Ok((self.running(&slots[0].scope), first.unwrap_or(0)))
+    }
+
+    /// A tenant of several scopes held back on `refused`: every other scope of its job wakes its next
+    /// waiters (a slot it may have been woken for is not left unused).
+    fn pass_others(&mut self, slots: &[Slot], refused: &str) {
+        if slots.len() < 2 {
+            return;
+        }
+        for slot in slots.iter().filter(|s| s.scope != refused) {
+            let limit = self.limit(slot);
+            self.wake(&slot.scope, limit);
+        }
     }
 
     /// The tenant (out of any tier) waits on the slot's scope at `place`: in `over` under an elastic cap
@@ -640,16 +700,12 @@ impl CappedSfq {
 
     /// A served job's slot back, and waiting tenants woken into it.
     fn release(&mut self, job: u64) {
-        let Some(slot) = self.slots.get(&job) else {
-            return;
-        };
-        let released = self
-            .holders
-            .get_mut(&slot.scope)
-            .is_some_and(|h| h.remove(&job));
-        if released {
-            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
-            self.wake(&scope, limit);
+        for slot in self.scopes_of(job).to_vec() {
+            let released = (self.holders.get_mut(&slot.scope)).is_some_and(|h| h.remove(&job));
+            if released {
+                let limit = self.limit(&slot);
+                self.wake(&slot.scope, limit);
+            }
         }
     }
 
@@ -657,9 +713,9 @@ impl CappedSfq {
     /// job's scope is woken (as a release would).
     fn pass_on(&mut self, tenant: &str) {
         let head = self.sfq.backlog.get(tenant).and_then(|l| l.front());
-        if let Some(slot) = head.and_then(|j| self.slots.get(j)) {
-            let (scope, limit) = (slot.scope.clone(), self.limit(slot));
-            self.wake(&scope, limit);
+        for slot in head.map_or(&[][..], |&j| self.scopes_of(j)).to_vec() {
+            let limit = self.limit(&slot);
+            self.wake(&slot.scope, limit);
         }
     }
 

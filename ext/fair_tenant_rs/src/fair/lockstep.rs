@@ -67,6 +67,10 @@ struct World {
     rates: Vec<Option<Vec<Window>>>,
     /// The queue is fair by worker time: jobs are charged, and acknowledgements carry run times.
     time: bool,
+    /// Jobs of several scopes (`fair_tenant_concurrency: [...]`): some of a tenant's own scope also take the
+    /// static shared key, and some of a shared key also take their tenant's own scope (two classes naming
+    /// the same two scopes in different orders). See [`World::more_scopes`].
+    several: bool,
 }
 
 impl World {
@@ -111,6 +115,24 @@ impl World {
             crowded: rng.chance(50),
             rates,
             time: rng.chance(50),
+            several: false,
+        }
+    }
+
+    /// The scopes a job takes after its first (`first`: its scope's index), drawn from its jid: one in three
+    /// of a tenant's own scope also takes the static shared key; one in three of a shared key also takes
+    /// its tenant's own scope, one in six both keys (the other first).
+    fn more_scopes(&self, tenant: &str, jid: u64, first: Option<usize>) -> Vec<usize> {
+        let (Some(first), true) = (first, self.several) else {
+            return Vec::new();
+        };
+        let t = self.tenants.iter().position(|x| x == tenant).expect("a tenant");
+        let keys = self.tenants.len();
+        match (first >= keys, jid % 6) {
+            (false, 1 | 4) => vec![keys],
+            (true, 2) => vec![t],
+            (true, 5) => vec![if first == keys { keys + 1 } else { keys }, t],
+            _ => Vec::new(),
         }
     }
 
@@ -409,13 +431,26 @@ impl<'a> Lockstep<'a> {
         }
     }
 
-    /// A job's payload; `slot`: its scope and the limit it carries.
+    /// A job's payload; `slot`: its scope and the limit it carries (and the scopes after it that
+    /// [`World::more_scopes`] draws, each with its own limit).
     fn job_json(&self, tenant: &str, jid: u64, slot: Option<(usize, usize)>) -> String {
+        let more: Vec<String> = (self.world.more_scopes(tenant, jid, slot.map(|s| s.0)).iter())
+            .map(|&m| {
+                let d = &self.world.scopes[m];
+                format!(r#"["{}","{}",{},{LEASE_MS},{}]"#, d.tag, d.sub, d.limit, d.elastic as u8)
+            })
+            .collect();
+        let more = (!more.is_empty()).then(|| {
+            format!(r#","{}":[{}]"#, crate::names::SLOT_MORE_FIELD, more.join(","))
+        });
         let slot = slot.map(|(s, limit)| {
             let d = &self.world.scopes[s];
             format!(
-                r#","fair_tenant_slot":["{}","{}",{limit},{LEASE_MS},{}]"#,
-                d.tag, d.sub, d.elastic as u8
+                r#","fair_tenant_slot":["{}","{}",{limit},{LEASE_MS},{}]{}"#,
+                d.tag,
+                d.sub,
+                d.elastic as u8,
+                more.clone().unwrap_or_default()
             )
         });
         let rate = self.world.rate(tenant, jid).map(|windows| {
@@ -494,7 +529,16 @@ impl<'a> Lockstep<'a> {
                 elastic: d.elastic,
             }
         });
-        self.model.push(tenant, jid, slot);
+        let more = (self.world.more_scopes(tenant, jid, scope.map(|s| s.0)).into_iter()).map(|m| {
+            let d = &self.world.scopes[m];
+            Slot {
+                scope: d.name(),
+                limit: d.limit,
+                elastic: d.elastic,
+            }
+        });
+        self.model
+            .push_scopes(tenant, jid, slot.into_iter().chain(more).collect());
         if let Some(windows) = self.world.rate(tenant, jid) {
             self.model
                 .set_rate(jid, &format!("t:{tenant}"), windows.clone());
@@ -1186,6 +1230,8 @@ fn random_runs(name: &str, again: u64) {
         let mut rng = Rng(seed.wrapping_add(n));
         let mut copies = Rng((seed ^ 0x5eed_c0b1e5).wrapping_add(n));
         let mut world = World::random(&mut rng);
+        // Jobs of several scopes in half the sequences, drawn apart so the others' sequences stay as they were.
+        world.several = Rng((seed ^ 0x5c0_9e5).wrapping_add(n)).chance(50);
         // With copies, by job count only: the driver keeps one charge per job id (the last fetch's), and a
         // copy taken back by a stalled process would acknowledge with another copy's.
         world.time &= again == 0;
@@ -1236,6 +1282,7 @@ fn world(tenants: &[&str], scopes: &[(&str, &str, usize, bool)]) -> World {
         crowded: false,
         rates: tenants.iter().map(|_| None).collect(),
         time: false,
+        several: false,
     }
 }
 

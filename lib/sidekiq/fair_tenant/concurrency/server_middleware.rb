@@ -42,7 +42,7 @@ module Sidekiq
       def call(worker, job, _queue, &block)
         raw = job["fair_tenant_concurrency"]
         return yield if raw.nil?
-        return run(fair_slot(job), give_back: false, &block) if HeldSlot.held?(job)
+        return held(fair_slots(job), &block) if HeldSlot.held?(job)
 
         slot = slot_for(worker, job)
         return yield unless slot
@@ -59,19 +59,33 @@ module Sidekiq
 
       private
 
-      # `give_back: false`: the fair fetcher gives the slot back with the job's acknowledgement. `deferrable`: the
-      # release may wait for the thread's next acquire (Releases).
-      def run(slot, give_back: true, deferrable: false)
+      # `deferrable`: the release may wait for the thread's next acquire (Releases).
+      def run(slot, deferrable: false)
         Slots.running(slot)
         yield
       ensure
         Slots.finished(slot)
-        Releases.finished(slot, deferrable) if give_back
+        Releases.finished(slot, deferrable)
       end
 
-      def fair_slot(job)
-        tag, sub, limit, lease_ms, = job[SlotScope::FIELD]
-        Slot.new(tag, sub, job["jid"].to_s, lease_ms.to_i, limit.to_i)
+      # A job whose slots a fair queue's fetch took: their leases are renewed while it runs; the fetcher gives
+      # them back with its acknowledgement.
+      def held(slots)
+        slots.each { |slot| Slots.running(slot) }
+        yield
+      ensure
+        slots.each { |slot| Slots.finished(slot) }
+      end
+
+      # Every slot the job carries (its first scope, then the others), as the fetch took them.
+      def fair_slots(job)
+        more = job[SlotScope::MORE_FIELD]
+        [job[SlotScope::FIELD], *(more.is_a?(Array) ? more : [])].filter_map do |scope|
+          next unless scope.is_a?(Array) && scope[0].is_a?(String) && scope[1].is_a?(String)
+
+          tag, sub, limit, lease_ms, = scope
+          Slot.new(tag, sub, job["jid"].to_s, lease_ms.to_i, limit.to_i)
+        end
       end
 
       def slot_for(worker, job)

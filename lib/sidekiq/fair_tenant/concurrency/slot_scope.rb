@@ -2,35 +2,48 @@
 
 module Sidekiq
   module FairTenant
-    # The concurrency scope of a job with `fair_tenant_concurrency`: its tenant's jobs from one (original) queue,
-    # or the value of the class's `key:` method. Used by the server middleware and, for fair queues, by the
-    # client (FairPush writes the slot into the job, so the fetcher takes it in the same step as the job).
+    # The concurrency scopes of a job with `fair_tenant_concurrency`: per scope, its tenant's jobs from one (original)
+    # queue, or the value of the class's `key:` method. Used by the server middleware and, for fair queues, by the
+    # client (FairPush writes the slots into the job, so the fetcher takes them in the same step as the job).
     module SlotScope
-      # What a job of a fair queue carries: tag, sub, limit, lease (ms), elastic (1/0), in Names::SLOT_FIELDS order.
+      # What a job of a fair queue carries: tag, sub, limit, lease (ms), elastic (1/0), in Names::SLOT_FIELDS order,
+      # for its first scope; its other scopes (`fair_tenant_concurrency: [...]`), an array of those, in MORE_FIELD.
       FIELD = Native::Names::SLOT_FIELD
+      MORE_FIELD = Native::Names::SLOT_MORE_FIELD
 
       module_function
 
-      # [options, tag, sub], or nil when the job has no tenant or key (one warning: it runs unlimited).
+      # [options, tag, sub] per scope of the job, its first first; a scope named twice (two key methods returning
+      # one value) once; a scope without tenant or key is passed over (one warning: the job is not held to it).
       # Raises ArgumentError on invalid options, and what the class's key or tenant method raises.
-      def resolve(worker, job, view = JobView.new(worker, job))
+      def resolve_all(worker, job, view = JobView.new(worker, job))
         class_name = view.class_name
-        options = FairTenant.concurrency_cache.fetch(class_name, job["fair_tenant_concurrency"])
-        tag, sub = scope(view, options, class_name)
-        tag && [options, tag, sub]
+        scopes = FairTenant.concurrency_cache.fetch(class_name, job["fair_tenant_concurrency"]).filter_map do |options|
+          tag, sub = scope(view, options, class_name)
+          tag && [options, tag, sub]
+        end
+        scopes.uniq { |_, tag, sub| [tag, sub] }
       end
 
-      # The slot a job pushed to a fair queue carries, or nil (no option, no scope, or it cannot be worked out:
-      # then the server middleware decides when the job runs, as on other queues).
-      def descriptor(job, view = nil)
+      # The first scope as resolve_all gives it, or nil.
+      def resolve(worker, job, view = JobView.new(worker, job))
+        resolve_all(worker, job, view).first
+      end
+
+      # The slots a job pushed to a fair queue carries (one array per scope, its first first), or nil (no option, no
+      # scope, or they cannot be worked out: then the server middleware decides when the job runs, as on other
+      # queues).
+      def descriptors(job, view = nil)
         return nil if job["fair_tenant_concurrency"].nil?
 
-        options, tag, sub = resolve(job["class"], job, view || JobView.new(job["class"], job))
-        return nil unless options
+        scopes = resolve_all(job["class"], job, view || JobView.new(job["class"], job))
+        return nil if scopes.empty?
 
-        parts = { "tag" => tag, "sub" => sub, "limit" => options.limit, "lease" => options.lease_ms,
-                  "elastic" => options.elastic ? 1 : 0 }
-        Native::Names::SLOT_FIELDS.map { |field| parts.fetch(field) }
+        scopes.map do |options, tag, sub|
+          parts = { "tag" => tag, "sub" => sub, "limit" => options.limit, "lease" => options.lease_ms,
+                    "elastic" => options.elastic ? 1 : 0 }
+          Native::Names::SLOT_FIELDS.map { |field| parts.fetch(field) }
+        end
       rescue StandardError => e
         FairTenant.warn(:slot_descriptor, job["class"]) do
           "#{e.class}: #{e.message}; job #{job["jid"]} takes its slot when it runs"

@@ -134,11 +134,13 @@ module Sidekiq
         [tenant(payload), job, stored]
       end
 
-      # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptor) and the
+      # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptors) and the
       # rate cap it is held to (RateScope.descriptor), or drops stale ones. True when the payload changed.
       def carry_slot(payload, view = nil)
         rate = JobBytes.carry(payload, RateScope::FIELD, RateScope.descriptor(payload, view))
-        JobBytes.carry(payload, SlotScope::FIELD, SlotScope.descriptor(payload, view)) || rate
+        first, *more = SlotScope.descriptors(payload, view)
+        slot = JobBytes.carry(payload, SlotScope::FIELD, first)
+        JobBytes.carry(payload, SlotScope::MORE_FIELD, more.empty? ? nil : more) | slot | rate
       end
 
       # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.

@@ -14,10 +14,10 @@ module Sidekiq
       end
 
       def self.check_caps(class_name, opts)
-        { fair_tenant_concurrency: Native::Concurrency, fair_tenant_rate: Native::Rate }.each do |option, parser|
-          value = opts[option] || opts[option.to_s]
-          parser.new(class_name, value) unless value.nil?
-        end
+        concurrency = opts[:fair_tenant_concurrency] || opts["fair_tenant_concurrency"]
+        Native::Concurrency.list(class_name, concurrency) unless concurrency.nil?
+        rate = opts[:fair_tenant_rate] || opts["fair_tenant_rate"]
+        Native::Rate.new(class_name, rate) unless rate.nil?
       end
 
       def self.install

@@ -126,8 +126,8 @@ module Sidekiq
       end
 
       def tenant_scope(klass, queue, tenant, now)
-        options = JobClasses.concurrency(klass)
-        return nil if options.nil? || options.key_method
+        options = JobClasses.concurrency(klass)&.find { |scope| !scope.key_method }
+        return nil if options.nil?
 
         tag, sub = Native::Slots.tenant_scope(tenant, queue)
         scope(tag, sub, now).tap { |s| s[:limit] ||= options.limit }

@@ -32,8 +32,12 @@
 -- it serves but writes it once (count_taken, serve.lua), and every reader in the call reads it here first
 -- (vtime). Emptied when a call begins: fair/scripts.rs puts begin_call() first in every script.
 local moved_v = {}
+-- Whether a job of several concurrency scopes took its slots in this call (serve.lua's take_slot): holder counts
+-- a wake read earlier in the call may be behind since, so no turn takes them as read.
+local several_taken = false
 local function begin_call()
   moved_v = {}
+  several_taken = false
 end
 
 -- A queue's virtual time: the start tag of the job served last.

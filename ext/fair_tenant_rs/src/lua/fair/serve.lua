@@ -372,7 +372,8 @@ end
 -- Takes the job's slot when its scope has room; past the limit when `beyond` (an elastic cap served from
 -- the over tier; never with a limit of 0, which halts). `known`: {slot, limit, running} read earlier in the
 -- same call (a release that woke this tenant), which spares reading them again; only when this job carries
--- the same default limit (classes sharing a key may carry different ones, and each job is held to its own).
+-- the same default limit (classes sharing a key may carry different ones, and each job is held to its own),
+-- and while no job of several scopes took slots in the call (its other scopes' counts moved: several_taken).
 -- A copy of a job whose jid holds its scope's slot (a lease not run out) is not served while it does, whatever
 -- the room: two copies running at once would share one holder, and the first to end would free the slot while
 -- the other runs (the scope one past its limit). A slot handed to the jid by a plain queue's release
@@ -384,7 +385,7 @@ end
 -- whether it was refused as such a copy, and the scope that refused.
 local function room(slot, beyond, known)
   local limit, running
-  if known and same_scope(slot, known.slot) and slot.default == known.slot.default
+  if known and not several_taken and same_scope(slot, known.slot) and slot.default == known.slot.default
      and known.running < known.limit then
     limit, running = known.limit, known.running
   else
@@ -423,6 +424,7 @@ local function take_slot(slot, beyond, known)
   -- The first holder registers the scope for the sweep; the sweep forgets it only when it has no holder,
   -- parked job or waiter, so a tenant that waits behind holders is always visited.
   local now = now_ms()
+  if #all > 1 then several_taken = true end
   for i, s in ipairs(all) do
     if counts[i] == 0 then register(s) end
     counts[i] = counts[i] + redis.call('ZADD', s.holders, now + s.lease, s.jid)

@@ -1,0 +1,85 @@
+# frozen_string_literal: true
+
+require "spec_helper"
+require_relative "../support/sidekiq_process"
+require_relative "../support/fair_scopes_app"
+
+# Several concurrency scopes on one job (issue 32), on real `sidekiq` server processes and a fair queue: a job
+# starts only when every scope has room and takes them all at once; tenants waiting on a shared scope get its
+# slots in fair order; tenants without it never wait for it.
+RSpec.describe "Several concurrency scopes on a fair queue" do
+  let(:servers) { [] }
+  let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
+
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after do
+    servers.each(&:stop)
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  def start_server(concurrency:)
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: %w[fair],
+                       app: File.expand_path("../support/fair_scopes_app.rb", __dir__)).start.tap { |s| servers << s }
+  end
+
+  def events = redis.lrange(FairScopesApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
+  def finished = events.count { |e| e["event"] == "finish" }
+  def starts = events.select { |e| e["event"] == "start" }.sort_by { |e| e["at"] }
+
+  # The most jobs running at once among the events `keep` selects.
+  def max_running(&keep)
+    running = 0
+    events.select(&keep).sort_by { |e| [e["at"], e["event"] == "start" ? 1 : 0] }
+          .map { |e| running += e["event"] == "start" ? 1 : -1 }.max
+  end
+
+  def holders(tag_sub) = redis.zcard("sidekiq-fair_tenant:slots:#{tag_sub}:holders")
+
+  def api_holders
+    tag, sub = Sidekiq::FairTenant::Native::Slots.key_scope("partner-api")
+    holders("#{tag.bytesize}:#{tag}:#{sub}")
+  end
+
+  it "holds every job to its tenant's limit and the shared one, shares the shared one fairly, and uses it fully" do
+    2.times { start_server(concurrency: 5) }
+    wait_for("2 processes up") { redis.scard("processes") == 2 }
+    %w[a b c d].each { |tenant| 24.times { SharedApiJob.perform_async(tenant, 150) } }
+    6.times { |i| FreeFairJob.perform_async("free", 150 + i) }
+    wait_for("102 jobs", timeout: 90) { finished == 102 }
+
+    shared = ->(e) { e["kind"] == "SharedApiJob" }
+    expect(max_running(&shared)).to eq(3)
+    %w[a b c d].each { |tenant| expect(max_running { |e| shared[e] && e["tenant"] == tenant }).to be <= 2 }
+
+    # Fair inside the shared limit: while all four were backlogged (the first 60 starts of 96), each had about
+    # a quarter of the starts.
+    early = starts.select(&shared).first(60).map { |e| e["tenant"] }.tally
+    expect(early.values).to all(be_between(11, 19))
+
+    # (How fully the shared limit is used is a figure of `bin/demo --scenario shared-api`, not a test.)
+    shared_starts = starts.select(&shared)
+    # The tenant without the shared scope never waited for it: its six jobs all started before the 30th
+    # shared start.
+    free_last = starts.reject(&shared).map { |e| e["at"] }.max
+    expect(free_last).to be < shared_starts[29]["at"]
+
+    wait_for("every slot given back") { api_holders.zero? }
+    expect(redis.zcard("#{base}capped") + redis.zcard("#{base}over")).to eq(0)
+  end
+
+  it "never deadlocks two classes naming the same two scopes in opposite orders" do
+    start_server(concurrency: 6)
+    20.times do |i|
+      FirstOrderJob.perform_async("t#{i % 4}", 30)
+      OtherOrderJob.perform_async("u#{i % 4}", 30)
+    end
+    wait_for("40 jobs", timeout: 60) { finished == 40 }
+
+    expect(max_running { |_| true }).to eq(1) # both keys have a limit of one, and every job takes both
+    expect(starts.map { |e| e["jid"] }.uniq.size).to eq(40)
+  end
+end
