@@ -83,3 +83,27 @@ RSpec.describe "Several concurrency scopes on a fair queue" do
     expect(starts.map { |e| e["jid"] }.uniq.size).to eq(40)
   end
 end
+
+# Until several scopes are held on queues that are not fair, a push of such a job there is refused from its class,
+# and a job that reaches one all the same (re-pushed by Sidekiq) is held to its first scope.
+RSpec.describe "Several concurrency scopes on a queue that is not fair" do
+  before do
+    redis.flushdb
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+  end
+
+  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+
+  it "refuses the push from the class with an ArgumentError naming the class and the queue; nothing is enqueued" do
+    expect { SharedApiJob.set(queue: "plain").perform_async("a", 0) }
+      .to raise_error(ArgumentError, 'SharedApiJob: fair_tenant_concurrency with several scopes needs a fair queue ' \
+                                     '(c.fair_queues), and "plain" is not one')
+    expect(redis.llen("queue:plain")).to eq(0)
+  end
+
+  it "lets Sidekiq re-push one (class given by name)" do
+    Sidekiq::Client.push("class" => "SharedApiJob", "queue" => "plain", "args" => ["a", 0],
+                         "fair_tenant_concurrency" => [{ "limit" => 2 }, { "limit" => 3, "key" => "api_scope" }])
+    expect(redis.llen("queue:plain")).to eq(1)
+  end
+end

@@ -88,13 +88,24 @@ module Sidekiq
         end
       end
 
+      # On a queue that is not fair, a job is held to its first scope (several are held on fair queues only).
       def slot_for(worker, job)
-        options, tag, sub = SlotScope.resolve(worker.class, job)
+        scopes = SlotScope.resolve_all(worker.class, job)
+        several_on_plain(job) if scopes.size > 1
+        options, tag, sub = scopes.first
         tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit, SecureRandom.hex(8))
       rescue StandardError => e
         class_name = JobInfo.class_name(worker.class, job)
         FairTenant.warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
         nil
+      end
+
+      def several_on_plain(job)
+        class_name = JobInfo.class_name(job["class"], job)
+        FairTenant.warn(:several_scopes, class_name) do
+          "#{class_name}: several fair_tenant_concurrency scopes are held on fair queues only; job #{job["jid"]} " \
+            "on #{job["queue"].to_s.inspect} is held to its first scope"
+        end
       end
 
       # [outcome, deferrable]. The call carries the release the thread's previous job left (Releases.carried).
