@@ -1,14 +1,16 @@
 # frozen_string_literal: true
 
-# bin/bench's summary rows of issue 23 item 6 (BenchSummary prints them): per job, a :time queue (bench/fair_time.rb)
-# and rate-capped jobs (bench/rate_cost.rb) against an uncapped queue by job count, one round trip, and flat from the
-# fewest tenants to the most (commands +-1, server us <= 1.5x); and others' jobs as tenants are held in `rated`.
+# bin/bench's summary rows of issue 23 item 6 (BenchSummary prints them): per job, a :time queue (bench/fair_time.rb),
+# rate-capped jobs (bench/rate_cost.rb) and jobs of four concurrency scopes (bench/scope_cost.rb, issue 32) against
+# jobs without, one round trip, and flat from the fewest tenants to the most (commands +-1, server us <= 1.5x); and
+# others' jobs as tenants are held in `rated`.
 module CostRows
   module_function
 
   def rows(figures)
     cost_rows(":time queue vs :jobs", figures[:time], "jobs", "time") +
-      cost_rows("rate-capped vs uncapped", figures[:rate], :uncapped, :capped) + [held_row(figures[:rate])]
+      cost_rows("rate-capped vs uncapped", figures[:rate], :uncapped, :capped) + [held_row(figures[:rate])] +
+      cost_rows("4 concurrency scopes vs none", figures[:scopes], 0, 4)
   end
 
   # { tenants => cost } of one row (or mode).

@@ -3,7 +3,8 @@
 # Fair queues (bin/bench's last part; `require_relative`d by bench/run.rb with its helpers and server):
 # the cost of a push to a fair queue against a plain Sidekiq push in the same run, the cost of a fetch as
 # tenants and backlog grow, by job count against by worker time (bench/fair_time.rb), rate-capped tenants
-# (bench/rate_cost.rb), a capped tenant's extra work,
+# (bench/rate_cost.rb), one, two and four concurrency scopes per job (bench/scope_cost.rb), a capped tenant's extra
+# work,
 # the drain table (bench/drain.rb), recovery housekeeping
 # (bench/fleet_housekeeping.rb), the longest command (bench/longest.rb), and issue 22's targets (bench/summary.rb).
 FAIR_PUSHES = Integer(ENV.fetch("FAIR_PUSHES", PUSHES.to_s))
@@ -171,6 +172,10 @@ redis.flushdb
 require_relative "rate_cost"
 BenchSummary.figures[:rate] = RateCostBench.run
 RateCostBench.print(BenchSummary.figures[:rate])
+redis.flushdb
+require_relative "scope_cost"
+BenchSummary.figures[:scopes] = ScopeCostBench.run
+ScopeCostBench.print(BenchSummary.figures[:scopes])
 Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fair bench_fair_slow bench_fetch] }
 redis.flushdb
 

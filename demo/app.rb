@@ -23,6 +23,11 @@ module Demo
   # The rate-capped scenario: this tenant's jobs carry a rate cap of RATE_LIMIT starts a second (--rate-limit).
   CAPPED_TENANT = "limited-shop"
   RATE_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_RATE_LIMIT", "5"))
+  # The shared-api scenario: every tenant's jobs call one partner API, held to SHARED_LIMIT in flight and
+  # SHARED_RATE starts a second in all (--shared-limit, --shared-rate), each tenant to CAP_LIMIT in flight.
+  SHARED_LIMIT = Integer(ENV.fetch("FAIR_TENANT_DEMO_SHARED_LIMIT", "10"))
+  SHARED_RATE = Integer(ENV.fetch("FAIR_TENANT_DEMO_SHARED_RATE", "20"))
+  SHARED_LEASE = 30
   # The second rule of the fair_fetch+rules and +reroute modes: past this many jobs a minute, default_superslow.
   SUPERSLOW_THRESHOLD = 5 * THROTTLE_THRESHOLD
   # The queues of those modes, as a sidekiq-fair_tenant user configured them (all three fair, in those modes).
@@ -126,11 +131,25 @@ module Demo
     sidekiq_options queue: "default", retry: false, fair_tenant_rate: [{ limit: RATE_LIMIT, per: 1 }]
   end
 
+  # FairFetchJob calling the partner API: at most CAP_LIMIT in flight per tenant, and SHARED_LIMIT in flight and
+  # SHARED_RATE starts in any second for every tenant together (the `key:` scopes: one value, one scope). A job
+  # starts only when all three have room, on the fair queue.
+  class SharedApiJob
+    include Sidekiq::Worker
+    include Recording
+    sidekiq_options queue: "default", retry: false,
+                    fair_tenant_concurrency: [{ limit: CAP_LIMIT, lease: SHARED_LEASE },
+                                              { limit: SHARED_LIMIT, lease: SHARED_LEASE, key: :api_scope }],
+                    fair_tenant_rate: { limit: SHARED_RATE, per: 1, key: :api_scope }
+
+    def self.api_scope(*) = "partner-api"
+  end
+
   JOBS = { "plain" => PlainJob, "fair_tenant" => FairTenantJob, "fair_tenant+slots" => FairTenantSlotsJob,
            "fair_fetch" => FairFetchJob, "fair_fetch+elastic" => FairFetchElasticJob,
            "fair_fetch+static" => FairFetchStaticJob, "fair_fetch+rules" => RulesFairJob,
            "fair_fetch+reroute" => RerouteFairJob, "fair_fetch+time" => FairFetchJob,
-           "fair_fetch+rate" => FairFetchJob }.freeze
+           "fair_fetch+rate" => FairFetchJob, "fair_fetch+shared" => SharedApiJob }.freeze
 end
 
 Sidekiq.configure_server do |config|

@@ -6,7 +6,8 @@
 # fair fetch with a per-tenant cap, elastic or static (the fetcher takes the slot with the job); then a
 # sidekiq-fair_tenant user's rules kept with fair queues on, not re-routed (the default) and re-routed (opt-in).
 # Each mode is measured against its own ideal: its jobs (its enqueue times, its measured durations) run
-# in start-time fair order on the same number of threads, simulated (Demo::Report.ideal).
+# in start-time fair order on the same number of threads, simulated (Demo::Report.ideal; fair_fetch+shared's, with
+# its tenant, shared and rate limits held, by Demo::SharedIdeal).
 # Real Sidekiq server processes (demo/app.rb) run the jobs; this process enqueues, waits, reports
 # (demo/summary.rb) and charts (demo/chart.rb, gnuplot). Each mode runs on a freshly flushed Redis DB:
 # REDIS_URL if given (it is flushed!), else a private redis-server. The Sidekiq version is the bundle's:
@@ -20,6 +21,7 @@ require "optparse"
 require_relative "chart"
 require_relative "rate_chart"
 require_relative "report"
+require_relative "shared_ideal"
 require_relative "summary"
 
 SMALL_JOBS_PER_TENANT = 3
@@ -44,24 +46,30 @@ MODES = {
                        "acknowledgement), not by their count",
   "fair_fetch+rate" => "fair fetch, the tenant \"limited-shop\" held to --rate-limit starts a second " \
                        "(fair_tenant_rate: [{ limit:, per: 1 }] on its jobs' class): over its window it leaves the " \
-                       "rotation until it may start; the other tenants are uncapped"
+                       "rotation until it may start; the other tenants are uncapped",
+  "fair_fetch+shared" => "fair fetch, every job calling one partner API: at most --slot-limit in flight per tenant " \
+                         "and, for all tenants together, --shared-limit in flight and --shared-rate starts a second " \
+                         "(fair_tenant_concurrency: [{ limit: }, { limit:, key: :api_scope }], fair_tenant_rate: " \
+                         "{ limit:, per: 1, key: :api_scope }): a job starts when all three have room"
 }.freeze
 MODE_ALIASES = { "slots" => "fair_tenant+slots", "fair" => "fair_fetch", "elastic" => "fair_fetch+elastic",
                  "static" => "fair_fetch+static", "rules" => "fair_fetch+rules",
                  "reroute" => "fair_fetch+reroute", "time" => "fair_fetch+time",
-                 "rate" => "fair_fetch+rate" }.freeze
+                 "rate" => "fair_fetch+rate", "shared" => "fair_fetch+shared" }.freeze
 # Modes whose queues are fair queues; among them those whose job class has a cap (fair_tenant_concurrency), and
 # those whose job class has re-routing rules (their queues: Demo::RULE_QUEUES).
 FAIR_MODES = %w[fair_fetch fair_fetch+elastic fair_fetch+static fair_fetch+rules fair_fetch+reroute
-                fair_fetch+time fair_fetch+rate].freeze
+                fair_fetch+time fair_fetch+rate fair_fetch+shared].freeze
 TIME_MODES = %w[fair_fetch+time].freeze
 RULE_MODES = %w[fair_fetch+rules fair_fetch+reroute].freeze
 RATE_MODES = %w[fair_fetch+rate].freeze
+SHARED_MODES = %w[fair_fetch+shared].freeze
 CAP_MODES = %w[fair_fetch+elastic fair_fetch+static].freeze
 CAP_LIMIT_DEFAULT = 2
-SCENARIOS = %w[mega-merchant two-megas long-jobs mixed-durations rate-capped].freeze
+SCENARIOS = %w[mega-merchant two-megas long-jobs mixed-durations rate-capped shared-api].freeze
 MIXED = "mixed-durations"
 RATED = "rate-capped"
+SHARED = "shared-api"
 # mixed-durations: the fast greedy tenant's jobs are this much shorter, and it enqueues this many times more.
 MIXED_RATIO = 10
 
@@ -72,29 +80,40 @@ def rate_options(parser, options)
   parser.on("--capped-jobs N", Integer, "rate-capped: the capped tenant's jobs (default 9 s of its limit)") do |v|
     options[:capped_jobs] = v
   end
-  parser.on("--spread F", Float, "rate-capped: job lengths uniform over --job-ms x (1 +- F) (default 0.5; 0: all " \
-                                 "equal, the threads then finish in step)") { |v| options[:spread] = v }
+  parser.on("--spread F", Float, "rate-capped, shared-api: job lengths uniform over --job-ms x (1 +- F) (default " \
+                                 "0.5; 0: all equal, the threads then finish in step)") { |v| options[:spread] = v }
+end
+
+def shared_options(parser, options)
+  parser.on("--shared-limit N", Integer, "shared-api: the API's jobs in flight, all tenants (default 10)") do |v|
+    options[:shared_limit] = v
+  end
+  parser.on("--shared-rate N", Integer, "shared-api: the API's starts in any 1 s, all tenants (default 20)") do |v|
+    options[:shared_rate] = v
+  end
 end
 
 MODES_HELP = "comma-separated, any of #{MODES.keys.join(",")} (default all but fair_fetch+time and +rate; " \
              "mixed-durations: plain,fair_fetch,fair_fetch+time; rate-capped: plain,fair_fetch,fair_fetch+rate; " \
+             "shared-api: fair_fetch+shared; " \
              "#{MODE_ALIASES.map { |short, mode| "#{short} = #{mode}" }.join(", ")})".freeze
-options = { scenario: "mega-merchant", jobs: nil, threads: 10, job_ms: nil, small_tenants: 20, seed: 1,
+JOB_MS_HELP = "job length (default 20; long-jobs: 200; mixed-durations: the slow greedy tenant's, 200, the others' " \
+              "#{MIXED_RATIO}x shorter; rate-capped, shared-api: 50)".freeze
+options = { scenario: "mega-merchant", jobs: nil, threads: nil, job_ms: nil, small_tenants: nil, seed: 1,
             slot_limit: nil, modes: nil, out: File.join(ROOT, "tmp/demo"), rate_limit: 5, capped_jobs: nil,
-            spread: 0.5 }
+            spread: 0.5, shared_limit: 10, shared_rate: 20 }
 OptionParser.new do |o|
   o.banner = "Usage: bin/demo [options]"
   o.on("--scenario NAME", SCENARIOS, "#{SCENARIOS.join("|")} (default mega-merchant)") { |v| options[:scenario] = v }
   o.on("--jobs N", Integer, "greedy jobs (default 3000; long-jobs: 300; mixed-durations: the slow greedy " \
                             "tenant's, 150, and #{MIXED_RATIO}x as many for the fast one)") { |v| options[:jobs] = v }
-  o.on("--threads N", Integer, "Sidekiq threads (default 10)") { |v| options[:threads] = v }
-  o.on("--job-ms MS", Float, "job length (default 20; long-jobs: 200; mixed-durations: the slow greedy tenant's, " \
-                             "200, the others' #{MIXED_RATIO}x shorter)") { |v| options[:job_ms] = v }
-  o.on("--small-tenants N", Integer, "small tenants, #{SMALL_JOBS_PER_TENANT} jobs each (default 20)") do |v|
-    options[:small_tenants] = v
-  end
+  o.on("--threads N", Integer, "Sidekiq threads (default 10; shared-api: 20)") { |v| options[:threads] = v }
+  o.on("--job-ms MS", Float, JOB_MS_HELP) { |v| options[:job_ms] = v }
+  o.on("--small-tenants N", Integer, "small tenants, #{SMALL_JOBS_PER_TENANT} jobs each (default 20; shared-api: " \
+                                     "49)") { |v| options[:small_tenants] = v }
   o.on("--seed N", Integer, "random seed (default 1)") { |v| options[:seed] = v }
   rate_options(o, options)
+  shared_options(o, options)
   o.on("--slot-limit N", Integer, "running jobs per tenant: fair_tenant+slots (default threads - 1), " \
                                   "fair_fetch+elastic and +static (default #{CAP_LIMIT_DEFAULT})") do |v|
     options[:slot_limit] = v
@@ -109,13 +128,18 @@ OptionParser.new do |o|
 end.parse!
 mixed = options[:scenario] == MIXED
 rated = options[:scenario] == RATED
-options[:jobs] ||= { "long-jobs" => 300, MIXED => 150, RATED => 2000 }.fetch(options[:scenario], 3000)
-options[:job_ms] ||= { "long-jobs" => 200.0, MIXED => 200.0, RATED => 50.0 }.fetch(options[:scenario], 20.0)
+shared = options[:scenario] == SHARED
+options[:jobs] ||= { "long-jobs" => 300, MIXED => 150, RATED => 2000, SHARED => 2000 }.fetch(options[:scenario], 3000)
+options[:job_ms] ||= { "long-jobs" => 200.0, MIXED => 200.0, RATED => 50.0, SHARED => 50.0 }
+                     .fetch(options[:scenario], 20.0)
+options[:threads] ||= shared ? 20 : 10
+options[:small_tenants] ||= shared ? 49 : 20
 options[:capped_jobs] ||= 9 * options[:rate_limit]
 options[:modes] ||= if mixed then %w[plain fair_fetch fair_fetch+time]
                     elsif rated then %w[plain fair_fetch fair_fetch+rate]
+                    elsif shared then %w[fair_fetch+shared]
                     else
-                      MODES.keys - TIME_MODES - RATE_MODES
+                      MODES.keys - TIME_MODES - RATE_MODES - SHARED_MODES
                     end
 options[:cap_limit] = options[:slot_limit] || CAP_LIMIT_DEFAULT
 options[:slot_limit] ||= [options[:threads] - 1, 1].max
@@ -124,6 +148,8 @@ abort "bin/demo: unknown mode(s) #{unknown.join(", ")}; known: #{MODES.keys.join
 abort "bin/demo: --slot-limit must be at least 1" unless options[:slot_limit].positive?
 abort "bin/demo: --rate-limit must be at least 1" unless options[:rate_limit].positive?
 abort "bin/demo: --spread must be from 0 to 1" unless options[:spread].between?(0, 1)
+abort "bin/demo: --shared-limit and --shared-rate must be at least 1" unless options[:shared_limit].positive? &&
+                                                                             options[:shared_rate].positive?
 
 require_relative "../spec/support/redis_server"
 unless ENV["REDIS_URL"]
@@ -136,6 +162,8 @@ ENV["SIDEKIQ_FAIR_TENANT_REDIS_URL"] = ENV.fetch("REDIS_URL")
 ENV["FAIR_TENANT_DEMO_SLOT_LIMIT"] = options[:slot_limit].to_s
 ENV["FAIR_TENANT_DEMO_CAP_LIMIT"] = options[:cap_limit].to_s
 ENV["FAIR_TENANT_DEMO_RATE_LIMIT"] = options[:rate_limit].to_s
+ENV["FAIR_TENANT_DEMO_SHARED_LIMIT"] = options[:shared_limit].to_s
+ENV["FAIR_TENANT_DEMO_SHARED_RATE"] = options[:shared_rate].to_s
 require "sidekiq"
 require "sidekiq/fair_tenant"
 unless Sidekiq::FairTenant::Native::Fair.respond_to?(:simulate)
@@ -157,9 +185,9 @@ def schedule(opts)
   small = (1..opts[:small_tenants]).flat_map { |k| Array.new(SMALL_JOBS_PER_TENANT, format("small-%02d", k)) }
   small.shuffle!(random: rng)
   n = opts[:jobs]
-  return long_jobs_schedule(opts, small, rng) if opts[:scenario] == "long-jobs"
-  return mixed_schedule(opts, small) if opts[:scenario] == MIXED
-  return rated_schedule(opts, small, rng) if opts[:scenario] == RATED
+  own = { "long-jobs" => -> { long_jobs_schedule(opts, small, rng) }, MIXED => -> { mixed_schedule(opts, small) },
+          RATED => -> { rated_schedule(opts, small, rng) }, SHARED => -> { shared_schedule(opts, small, rng) } }
+  return own[opts[:scenario]].call if own.key?(opts[:scenario])
 
   # Half a second after the greedy burst, or sooner when the burst's backlog is shorter than 2 s.
   late = [0.5, n * opts[:job_ms] / 1000.0 / opts[:threads] / 4].min
@@ -197,6 +225,16 @@ def rated_schedule(opts, small, rng)
   [[Array.new(opts[:jobs]) { [0.0, "greedy", length.call] },
     Array.new(opts[:capped_jobs]) { [0.0, Demo::CAPPED_TENANT, length.call] },
     trickle.map { |at, t| [at, t, length.call] }]]
+end
+
+# The greedy backlog at once; small tenants' jobs trickle in over the time the greedy tenant alone needs for it (at
+# the API's rate, or its own limit's pace, whichever is slower). Job lengths as in rated_schedule.
+def shared_schedule(opts, small, rng)
+  in_flight = [opts[:cap_limit], opts[:shared_limit]].min
+  duration = [opts[:jobs].fdiv(opts[:shared_rate]), opts[:jobs] * opts[:job_ms] / 1000.0 / in_flight].max
+  trickle = small.map { |t| [0.5 + (rng.rand * [duration - 1.0, 0.5].max), t] }.sort_by(&:first)
+  length = -> { opts[:job_ms] * (1 + (opts[:spread] * ((2 * rng.rand) - 1))) }
+  [[Array.new(opts[:jobs]) { [0.0, "greedy", length.call] }, trickle.map { |at, t| [at, t, length.call] }]]
 end
 
 # The class a tenant's jobs are pushed with: the capped tenant's carry the rate cap in the rate modes.
@@ -303,10 +341,12 @@ ensure
   $stderr.puts
 end
 
-# A minute, plus three times the jobs' work spread over the threads (and the capped tenant's pace, twice).
+# A minute, plus three times the jobs' work spread over the threads (and the capped tenant's or the API's pace,
+# twice).
 def timeout_for(mode, phases, opts)
   work = phases.flatten(1).sum { |stream| stream.sum { |_, _, ms| ms || opts[:job_ms] } } / 1000.0
   paced = RATE_MODES.include?(mode) ? 2.0 * opts[:capped_jobs] / opts[:rate_limit] : 0
+  paced = 2.0 * phases.flatten(1).sum(&:size) / opts[:shared_rate] if SHARED_MODES.include?(mode)
   60 + (3.0 * work / opts[:threads]) + paced
 end
 
@@ -354,10 +394,15 @@ ensure
   stop_sidekiqs
 end
 rates = ->(mode) { RATE_MODES.include?(mode) ? { Demo::CAPPED_TENANT => [options[:rate_limit], 1000] } : {} }
-results = results.to_h do |mode, records|
-  [mode,
-   [records, Demo::Report.ideal(records, options[:threads], time: TIME_MODES.include?(mode), rates: rates.call(mode))]]
+limits = { tenant: options[:cap_limit], shared: options[:shared_limit], rate: options[:shared_rate] }
+ideal = lambda do |mode, records|
+  if SHARED_MODES.include?(mode)
+    Demo::SharedIdeal.run(records, options[:threads], limits)
+  else
+    Demo::Report.ideal(records, options[:threads], time: TIME_MODES.include?(mode), rates: rates.call(mode))
+  end
 end
+results = results.to_h { |mode, records| [mode, [records, ideal.call(mode, records)]] }
 
 o = options
 puts "Sidekiq #{$sidekiq_version} server processes, Ruby #{RUBY_VERSION}" # rubocop:disable Style/GlobalVars
@@ -370,6 +415,12 @@ if rated
   puts format("rate-capped: greedy %d jobs and %s %d jobs (fair_fetch+rate: at most %d starts in any 1 s), both at " \
               "once; %d small tenants trickle in; jobs of %g ms +- %d%% (uniform)", o[:jobs], Demo::CAPPED_TENANT,
               o[:capped_jobs], o[:rate_limit], o[:small_tenants], o[:job_ms], (o[:spread] * 100).round)
+end
+if shared
+  puts format("shared-api: greedy %d jobs at once, %d small tenants x %d jobs trickling in, all calling one API; " \
+              "fair_fetch+shared: at most %d in flight per tenant, %d in flight and %d starts in any 1 s for all; " \
+              "jobs of %g ms +- %d%% (uniform)", o[:jobs], o[:small_tenants], SMALL_JOBS_PER_TENANT, limits[:tenant],
+              limits[:shared], limits[:rate], o[:job_ms], (o[:spread] * 100).round)
 end
 puts format("scenario %s: %d greedy jobs, %d small tenants x %d jobs, %g ms jobs, %d threads, seed %d, " \
             "fair_tenant threshold %d/60s, slot limit %d per tenant (lease %ds), " \
@@ -384,7 +435,8 @@ if (RULE_MODES & results.keys).any?
 end
 puts Demo::Summary.new(results, threads: o[:threads], two_megas: o[:scenario] == "two-megas", modes: MODES,
                                 caps: caps, rule_modes: RULE_MODES, mixed: mixed,
-                                rate: rated ? { modes: RATE_MODES, limit: o[:rate_limit] } : nil).lines
+                                rate: rated ? { modes: RATE_MODES, limit: o[:rate_limit] } : nil,
+                                shared: shared ? { modes: SHARED_MODES, limits: limits } : nil).lines
 $boot_lines.each do |mode, lines| # rubocop:disable Style/GlobalVars
   lines.each { |line| puts "sidekiq log (#{mode}): #{line}" }
 end

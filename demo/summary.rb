@@ -3,6 +3,7 @@
 require_relative "rate_lines"
 require_relative "records"
 require_relative "report"
+require_relative "shared_lines"
 require_relative "targets"
 require_relative "wait_lines"
 
@@ -17,10 +18,13 @@ module Demo
 
     # results: { mode => [measured records, ideal records] }; modes: { mode => description }; caps: { mode =>
     # running jobs per tenant } of the capped fair_fetch modes; rule_modes: the modes whose jobs have re-routing
-    # rules (their records name the queue each job ran from); rate: { modes:, limit: } in the rate-capped scenario.
-    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: [], mixed: false, rate: nil) # rubocop:disable Metrics/ParameterLists
+    # rules (their records name the queue each job ran from); rate: { modes:, limit: } in the rate-capped scenario;
+    # shared: { modes:, limits: { tenant:, shared:, rate: } } in the shared-api scenario.
+    def initialize(results, threads:, two_megas:, modes:, caps: {}, rule_modes: [], mixed: false, rate: nil, # rubocop:disable Metrics/ParameterLists
+                   shared: nil)
       @mixed = mixed
       @rate = rate
+      @shared = shared
       @results = results
       @threads = threads
       @two_megas = two_megas
@@ -29,13 +33,14 @@ module Demo
       @rule_modes = rule_modes
       @plain_greedy = results["plain"] && greedy_total(results["plain"].first)
       @targets = Targets.new(results, threads: threads, two_megas: two_megas, caps: caps, rule_modes: rule_modes,
-                                      mixed: mixed, rate: rate)
+                                      mixed: mixed, rate: rate, shared: shared)
     end
 
     def lines
       out = header_lines
       @results.each { |mode, (records, ideal)| out.concat(mode_lines(mode, records, ideal)) }
-      targeted = %w[fair_fetch fair_fetch+time] + @caps.keys + @rule_modes + (@rate&.fetch(:modes) || [])
+      targeted = %w[fair_fetch fair_fetch+time] + @caps.keys + @rule_modes + (@rate&.fetch(:modes) || []) +
+                 (@shared&.fetch(:modes) || [])
       out.concat((targeted & @results.keys).map { |mode| @targets.line(mode) })
     end
 
@@ -55,6 +60,7 @@ module Demo
                "time so far, corrected by its duration when it ends)"
       end
       out.concat(RateLines.header(@rate[:modes] & @results.keys, @rate[:limit])) if @rate
+      out.concat(SharedLines.header(@shared[:modes] & @results.keys, @shared[:limits], @threads)) if @shared
       out
     end
 
@@ -65,8 +71,14 @@ module Demo
       out << jain_line(mode, records, ideal) if @two_megas
       out << shares_line(mode, records, ideal) if @mixed
       out.concat(RateLines.summary(mode, records, ideal, @rate[:limit], @threads)) if @rate
+      out.concat(shared_lines(mode, records, ideal)) if @shared
       out << queues_line(mode, records) if @rule_modes.include?(mode)
       out
+    end
+
+    # What the shared API saw, in every mode of the shared-api scenario; its use and the fair shares in its own.
+    def shared_lines(mode, records, ideal)
+      SharedLines.summary(mode, records, ideal, @shared[:limits], @shared[:modes].include?(mode))
     end
 
     # Where each tenant class's jobs ran: the queue Sidekiq fetched them from.

@@ -136,7 +136,7 @@ module Sidekiq
       end
 
       def rate_cache
-        @rate_cache ||= OptionCache.new { |name, raw, _| Native::Rate.new(name, raw) }
+        @rate_cache ||= OptionCache.new { |name, raw, _| Native::Rate.list(name, raw) }
       end
 
       def warnings

@@ -5,6 +5,7 @@ require "sidekiq"
 require "sidekiq/fair_tenant"
 require "tmpdir"
 require_relative "../../demo/report"
+require_relative "../../demo/shared_ideal"
 
 RSpec.describe "bin/demo" do
   describe Demo::Report do
@@ -105,6 +106,23 @@ RSpec.describe "bin/demo" do
       expect(Demo::Report.idle_while_waiting(records, records.first(2), 2)).to eq([0.0, 0.0])
     end
 
+    it "simulates the shared-api ideal: a tenant's limit, a shared limit and a shared rate, fair among tenants" do
+      job = lambda do |tenant, at, secs|
+        { "tenant" => tenant, "enqueued_at" => at, "started_at" => 0.0, "finished_at" => secs }
+      end
+      records = Array.new(40) { job.call("greedy", 10.0, 0.05) }
+      records += Array.new(4) { |i| job.call("small-#{i % 2}", 10.2, 1.0) }
+      ideal = Demo::SharedIdeal.run(records, 20, { tenant: 2, shared: 3, rate: 20 })
+      peak = ->(rs) { Demo::Report.peak_concurrency(rs.map { |r| [r["started_at"], r["finished_at"]] }) }
+      expect(peak.call(ideal)).to eq(3)
+      expect(ideal.group_by { |r| r["tenant"] }.values.map(&peak)).to all(be <= 2)
+      starts = ideal.map { |r| r["started_at"] }.sort
+      expect(Demo::Report.most_in_window(starts, 1.0)).to eq(20)
+      expect(ideal.map { |r| r["started_at"] - r["enqueued_at"] }).to all(be >= 0)
+      # The small tenants' first jobs start at once (new tenants at V, ahead of the greedy tenant's next tag).
+      expect(ideal.last(4).map { |r| r["started_at"] }.min).to be_within(1e-9).of(10.2)
+    end
+
     it "simulates a rate-capped tenant skipped until its window lets it start, the others served meanwhile" do
       records = Array.new(12) do
         { "tenant" => "limited-shop", "enqueued_at" => 10.0, "started_at" => 10.0, "finished_at" => 10.01 }
@@ -155,6 +173,43 @@ RSpec.describe "bin/demo" do
       expect(starts.last - starts.first).to be > 0.5
       expect(File.read(File.join(out, "sidekiq-fair_fetch+rate.log"))).not_to match(/error/i)
       expect(File).to exist(File.join(out, "rate.dat"))
+    end
+  end
+
+  it "runs shared-api: every tenant's jobs held to their own limit and to one API's, never above either" do
+    Dir.mktmpdir("fair-tenant-demo") do |out|
+      root = File.expand_path("../..", __dir__)
+      env = { "REDIS_URL" => nil, "FAIR_TENANT_DEMO_SETUP_DONE" => "1", "SIDEKIQ_FAIR_TENANT_FAIR_QUEUES" => nil }
+      # 300 ms jobs: 3 in flight allow 10 starts a second, under the rate of 20, so the in-flight limit binds.
+      cmd = [File.join(root, "bin/demo"), "--scenario", "shared-api", "--jobs", "30", "--small-tenants", "4",
+             "--job-ms", "300", "--threads", "6", "--shared-limit", "3", "--shared-rate", "20", "--out", out]
+      stdout, stderr, status = Open3.capture3(env, *cmd, chdir: root)
+      expect(status).to be_success, "bin/demo failed:\n#{stdout}\n#{stderr}"
+
+      expect(stdout).to include("shared-api: greedy 30 jobs at once, 4 small tenants x 3 jobs trickling in, all " \
+                                "calling one API; fair_fetch+shared: at most 2 in flight per tenant, 3 in flight " \
+                                "and 20 starts in any 1 s for all")
+      expect(stdout).to match(/^ideal of fair_fetch\+shared: the same, each tenant at most 2 in flight, all together/)
+      api = /^fair_fetch\+shared +API: at most (\d+) in flight at once \(limit 3\), most starts in any 1 s window \d+ /
+      expect(stdout).to match(api)
+      expect(stdout[api, 1].to_i).to be_between(1, 3)
+      use = /while a job waited whose tenant was under its limit \(\d+\.\ds\): 3 in flight \d+\.\d% of that time/
+      expect(stdout).to match(/^fair_fetch\+shared +#{use}.*the binding limit: 3 in flight/)
+      expect(stdout).to match(/^fair_fetch\+shared +starts against the fair share .*: greedy \d+\.\d\dx, small /)
+      checks = /API at most [123] in flight \(<= 3: met\); API most starts in any 1 s window \d+ \(<= 20: (met|missed)/
+      tenant = /per tenant at most [12] in flight \(<= 2: met\)/
+      use_check = /use of the binding limit \(3 in flight\) while jobs waited \d+\.\d% \(>= 95%: (met|missed)\)/
+      targets = %r{^fair_fetch\+shared targets: small p95 / ideal .*; #{checks}.*; #{tenant}; #{use_check}}
+      expect(stdout).to match(targets)
+      expect(stderr.scan(%r{\] 42/42 jobs}).size).to eq(1)
+      # The limits, from the job records themselves (a record's run lies inside the slots' hold).
+      records = JSON.parse(File.read(File.join(out, "records-fair_fetch+shared.json")))
+      expect(records.size).to eq(42)
+      expect(Demo::Report.peak_concurrency(records.map { |r| [r["started_at"], r["finished_at"]] })).to be <= 3
+      records.group_by { |r| r["tenant"] }.each_value do |rs|
+        expect(Demo::Report.peak_concurrency(rs.map { |r| [r["started_at"], r["finished_at"]] })).to be <= 2
+      end
+      expect(File.read(File.join(out, "sidekiq-fair_fetch+shared.log"))).not_to match(/error/i)
     end
   end
 

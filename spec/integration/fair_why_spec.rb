@@ -35,6 +35,20 @@ RSpec.describe "Sidekiq::FairTenant.why" do
                                              back_within: nil)
   end
 
+  it "names the scope that holds a job of several scopes: the shared one when it is full" do
+    ShownSharedCapJob.perform_async("first", 0)
+    waiting = ShownSharedCapJob.perform_async("second", 0)
+    fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+    running = fetch.retrieve_work
+    expect(JSON.parse(running.job)["args"]).to eq(["first", 0])
+    expect(fetch.retrieve_work).to be_nil # "second" has room of its own (0/2), but the shared scope is full
+
+    result = why.call(waiting)
+    expect(result).to include(state: :waiting, tenant: "second", place: :capped)
+    expect(result.dig(:held_by, :concurrency)).to include(scope: { key: "partner-api" }, running: 1, limit: 1)
+    expect(Sidekiq::FairTenant::WhyText.lines(result).join("\n")).to include("held by key partner-api: running 1/1")
+  end
+
   it "says a job in a live process's in-flight list runs there or goes back within the audit's bound" do
     fetch, units = CappedFair.build
     redis.hset(fetch.identity, "beat", Time.now.to_f) # the process's Sidekiq heartbeat

@@ -49,6 +49,20 @@ class ShownUncappedJob
   def perform(*); end
 end
 
+# Two at a time per tenant, and one at a time in all (a scope every tenant shares): several scopes on one job.
+class ShownSharedCapJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_concurrency: [{ limit: 2 }, { limit: 1, key: :shared_key }]
+
+  def self.fair_tenant(tenant, *) = tenant
+
+  def self.shared_key(*) = "partner-api"
+
+  def perform(*); end
+end
+
 module CappedFair
   module_function
 

@@ -83,3 +83,15 @@ class FreeFairJob
 
   def self.fair_tenant(tenant, *) = tenant
 end
+
+# Five starts a second per tenant, and four a second in all (a window with its own key: one scope for every tenant).
+class SharedRateJob
+  include Sidekiq::Worker
+  include FairScopesApp::Perform
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_rate: [{ limit: 5, per: 1 }, { limit: 4, per: 1, key: :api_scope }]
+
+  def self.fair_tenant(tenant, *) = tenant
+  def self.api_scope(*) = "partner-api"
+end

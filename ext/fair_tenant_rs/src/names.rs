@@ -103,6 +103,9 @@ pub const SLOT_MORE_FIELD: &str = "fair_tenant_slots_more";
 pub const RATE_PREFIX: &str = concat!(root!(), ":rate:");
 /// The payload field of a fair-queue job with a rate cap: [tag, sub, limit, per ms, limit, per ms, ...].
 pub const RATE_FIELD: &str = "fair_tenant_rate_cap";
+/// The payload field of a fair-queue job whose rate windows name several scopes (`key:` per window): the scopes
+/// after its first (which stays in [`RATE_FIELD`]), an array of [`RATE_FIELD`] arrays, right after it.
+pub const RATE_MORE_FIELD: &str = "fair_tenant_rate_caps_more";
 /// Field of a scope's rate hash: the greatest Redis time (ms) the scope has seen (its clock never goes back).
 pub const RATE_SEEN: &str = "t";
 /// Buckets per window length: a start is counted at most per / RATE_BUCKETS too long.
@@ -338,6 +341,7 @@ pub const NAMES: &[Name] = &[
     s("SLOT_MORE_FIELD", SLOT_MORE_FIELD, Everywhere),
     s("RATE_PREFIX", RATE_PREFIX, Everywhere),
     s("RATE_FIELD", RATE_FIELD, Everywhere),
+    s("RATE_MORE_FIELD", RATE_MORE_FIELD, Everywhere),
     s("RATE_SEEN", RATE_SEEN, Literal),
     n("RATE_BUCKETS", RATE_BUCKETS, &[]),
     n("MAX_RATE_WINDOWS", MAX_RATE_WINDOWS, &[]),

@@ -111,7 +111,7 @@ pub struct CappedSfq {
     tags: HashMap<String, String>,
     tag_limits: HashMap<String, usize>,
     /// Rate caps: per job its scope and windows; per scope its windows' state; the time (ms).
-    rates: HashMap<u64, (String, Vec<Window>)>,
+    rates: HashMap<u64, Vec<(String, Vec<Window>)>>,
     rate_states: HashMap<String, RateState>,
     clock: u64,
     /// Tenants out of the rotation until a rate window lets their head job start: the instant, their place.
@@ -324,7 +324,19 @@ impl CappedSfq {
 
     /// The job is held to a rate cap: its scope and windows.
     pub fn set_rate(&mut self, job: u64, scope: &str, windows: Vec<Window>) {
-        self.rates.insert(job, (scope.to_string(), windows));
+        self.rates.insert(job, vec![(scope.to_string(), windows)]);
+    }
+
+    /// One more rate scope for the job (windows with their own `key:`): it starts only when every scope allows
+    /// it. A scope named again is passed over; at most [`crate::names::MAX_CONCURRENCY_SCOPES`] are kept (the
+    /// scripts' `rate_of`).
+    pub fn add_rate(&mut self, job: u64, scope: &str, windows: Vec<Window>) {
+        let scopes = self.rates.entry(job).or_default();
+        if scopes.len() < crate::names::MAX_CONCURRENCY_SCOPES as usize
+            && !scopes.iter().any(|(s, _)| s == scope)
+        {
+            scopes.push((scope.to_string(), windows));
+        }
     }
 
     /// The time (ms; Redis's clock in the scripts).
@@ -536,18 +548,24 @@ impl CappedSfq {
             return None;
         };
         // A rate window first (it only reads), then the slot: neither is spent on a job the other refuses.
-        let rate = self.rates.get(&job).cloned();
-        let mut rate_now = 0;
-        if let Some((scope, windows)) = &rate {
+        // Every scope of the job's rate cap is read; it waits until the latest instant one of them allows.
+        let rate = self.rates.get(&job).cloned().unwrap_or_default();
+        let mut rate_now = Vec::with_capacity(rate.len());
+        let mut rate_due: Option<u64> = None;
+        for (scope, windows) in &rate {
             let state = self.rate_states.entry(scope.clone()).or_default();
-            rate_now = state.clock(self.clock);
-            if let Some(due) = state.due(windows, rate_now) {
-                self.sfq.backlog.get_mut(tenant)?.push_front(job);
-                self.forget(tenant);
-                self.rated
-                    .insert(tenant.to_string(), (due, (Tag(start), at.1)));
-                return None;
+            let now = state.clock(self.clock);
+            rate_now.push(now);
+            if let Some(due) = state.due(windows, now) {
+                rate_due = Some(rate_due.map_or(due, |d| d.max(due)));
             }
+        }
+        if let Some(due) = rate_due {
+            self.sfq.backlog.get_mut(tenant)?.push_front(job);
+            self.forget(tenant);
+            self.rated
+                .insert(tenant.to_string(), (due, (Tag(start), at.1)));
+            return None;
         }
         let slots = self.slots.get(&job).cloned();
         let slot = slots.as_ref().and_then(|s| s.first()).cloned();
@@ -567,14 +585,16 @@ impl CappedSfq {
                         slot.clone()
                     };
                     self.hold_back(tenant, (Tag(start), at.1), &slot, limit);
-                    self.pass_others(all, &slot.scope);
+                    if !copy {
+                        self.pass_others(all, &slot.scope);
+                    }
                     return None;
                 }
             }
         }
-        if let Some((scope, windows)) = &rate {
+        for ((scope, windows), now) in rate.iter().zip(rate_now) {
             let state = self.rate_states.get_mut(scope).expect("read above");
-            state.record(windows, rate_now);
+            state.record(windows, now);
         }
         match self.sfq.served(tenant, start, w) {
             Some(finish) => {
@@ -646,8 +666,11 @@ impl CappedSfq {
         Ok((self.running(&slots[0].scope), first.unwrap_or(0)))
     }
 
-    /// A tenant of several scopes held back on `refused`: every other scope of its job wakes its next
-    /// waiters (a slot it may have been woken for is not left unused).
+    /// A tenant of several scopes held back on `refused` (full): every other scope of its job wakes its next
+    /// waiters (a slot it may have been woken for is not left unused). Not for a copy of a job holding its
+    /// slots (it holds every scope of the job, whose release wakes them all): two copies refused in turn
+    /// would wake each other for ever. Refused only by full scopes, which no turn frees, a tenant is woken
+    /// this way at most once a call.
     fn pass_others(&mut self, slots: &[Slot], refused: &str) {
         if slots.len() < 2 {
             return;

@@ -71,6 +71,9 @@ struct World {
     /// static shared key, and some of a shared key also take their tenant's own scope (two classes naming
     /// the same two scopes in different orders). See [`World::more_scopes`].
     several: bool,
+    /// With `several`: windows of a rate scope shared by every tenant (`key:` per window), which one job in
+    /// four carries besides its tenant's own (or alone). See [`World::rate_scopes`].
+    shared_rate: Option<Vec<Window>>,
 }
 
 impl World {
@@ -116,7 +119,19 @@ impl World {
             rates,
             time: rng.chance(50),
             several: false,
+            shared_rate: None,
         }
+    }
+
+    /// A job's rate scopes, its first first: (tag, sub, windows).
+    fn rate_scopes(&self, tenant: &str, jid: u64) -> Vec<(String, String, Vec<Window>)> {
+        let mut out: Vec<_> = (self.rate(tenant, jid).into_iter())
+            .map(|w| (format!("t:{tenant}"), format!("q:{QUEUE}"), w.clone()))
+            .collect();
+        if let Some(shared) = self.shared_rate.as_ref().filter(|_| jid % 4 == 3) {
+            out.push(("k:api".into(), "k".into(), shared.clone()));
+        }
+        out
     }
 
     /// The scopes a job takes after its first (`first`: its scope's index), drawn from its jid: one in three
@@ -453,14 +468,25 @@ impl<'a> Lockstep<'a> {
                 more.clone().unwrap_or_default()
             )
         });
-        let rate = self.world.rate(tenant, jid).map(|windows| {
-            let flat: Vec<String> = (windows.iter())
-                .map(|w| format!("{},{}", w.limit, w.per_ms))
-                .collect();
-            format!(
-                r#","fair_tenant_rate_cap":["t:{tenant}","q:{QUEUE}",{}]"#,
-                flat.join(",")
-            )
+        let arrays: Vec<String> = (self.world.rate_scopes(tenant, jid).iter())
+            .map(|(tag, sub, windows)| {
+                let flat: Vec<String> = (windows.iter())
+                    .map(|w| format!("{},{}", w.limit, w.per_ms))
+                    .collect();
+                format!(r#"["{tag}","{sub}",{}]"#, flat.join(","))
+            })
+            .collect();
+        let rate = arrays.split_first().map(|(first, rest)| {
+            let more = if rest.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    r#","{}":[{}]"#,
+                    crate::names::RATE_MORE_FIELD,
+                    rest.join(",")
+                )
+            };
+            format!(r#","fair_tenant_rate_cap":{first}{more}"#)
         });
         // Two jobs in three as FairPush writes them (enqueue time, jid, slot and rate first: read without
         // decoding), the others as an earlier version or another client did (decoded).
@@ -539,9 +565,8 @@ impl<'a> Lockstep<'a> {
         });
         self.model
             .push_scopes(tenant, jid, slot.into_iter().chain(more).collect());
-        if let Some(windows) = self.world.rate(tenant, jid) {
-            self.model
-                .set_rate(jid, &format!("t:{tenant}"), windows.clone());
+        for (tag, sub, windows) in self.world.rate_scopes(tenant, jid) {
+            self.model.add_rate(jid, &format!("{tag} {sub}"), windows);
         }
         (tenant.to_string(), payload)
     }
@@ -1231,7 +1256,14 @@ fn random_runs(name: &str, again: u64) {
         let mut copies = Rng((seed ^ 0x5eed_c0b1e5).wrapping_add(n));
         let mut world = World::random(&mut rng);
         // Jobs of several scopes in half the sequences, drawn apart so the others' sequences stay as they were.
-        world.several = Rng((seed ^ 0x5c0_9e5).wrapping_add(n)).chance(50);
+        let mut several = Rng((seed ^ 0x5c0_9e5).wrapping_add(n));
+        world.several = several.chance(50);
+        world.shared_rate = (world.several && several.chance(50)).then(|| {
+            vec![Window {
+                limit: 1 + several.below(3) as u64,
+                per_ms: [300, 1000][several.below(2)],
+            }]
+        });
         // With copies, by job count only: the driver keeps one charge per job id (the last fetch's), and a
         // copy taken back by a stalled process would acknowledge with another copy's.
         world.time &= again == 0;
@@ -1283,6 +1315,7 @@ fn world(tenants: &[&str], scopes: &[(&str, &str, usize, bool)]) -> World {
         rates: tenants.iter().map(|_| None).collect(),
         time: false,
         several: false,
+        shared_rate: None,
     }
 }
 

@@ -27,12 +27,14 @@ fn window(v: Value) -> Result<Option<RawWindow>, Error> {
     let Some(hash) = RHash::from_value(v) else {
         return Ok(None);
     };
-    let (mut vals, unknown_keys) = read_options(hash, &["limit", "per"])?;
+    let (mut vals, unknown_keys) = read_options(hash, &["limit", "per", "key"])?;
+    let key = vals.pop().unwrap_or(RawValue::Missing);
     let per = vals.pop().unwrap_or(RawValue::Missing);
     let limit = vals.pop().unwrap_or(RawValue::Missing);
     Ok(Some(RawWindow {
         limit,
         per,
+        key,
         unknown_keys,
     }))
 }
@@ -53,6 +55,23 @@ fn windows(v: Value) -> Result<Option<Vec<RawWindow>>, Error> {
 
 impl RbRate {
     fn new(ruby: &Ruby, job_class: String, raw: Value) -> Result<Self, Error> {
+        Rate::parse(&job_class, &Self::raw(ruby, raw)?)
+            .map(RbRate)
+            .map_err(|e| argument_error(ruby, e.to_string()))
+    }
+
+    /// Every rate scope the option names (Rate::parse_all): windows grouped by key.
+    fn list(ruby: &Ruby, job_class: String, raw: Value) -> Result<RArray, Error> {
+        let scopes = Rate::parse_all(&job_class, &Self::raw(ruby, raw)?)
+            .map_err(|e| argument_error(ruby, e.to_string()))?;
+        let out = ruby.ary_new_capa(scopes.len());
+        for scope in scopes {
+            out.push(RbRate(scope))?;
+        }
+        Ok(out)
+    }
+
+    fn raw(ruby: &Ruby, raw: Value) -> Result<RawRate, Error> {
         let mut parsed = RawRate {
             windows: vec![],
             key: RawValue::Missing,
@@ -85,15 +104,14 @@ impl RbRate {
                 parsed.windows = vec![RawWindow {
                     limit,
                     per,
+                    key: RawValue::Missing,
                     unknown_keys,
                 }];
             }
         } else {
             parsed.shape_error = Some(SHAPE.into());
         }
-        Rate::parse(&job_class, &parsed)
-            .map(RbRate)
-            .map_err(|e| argument_error(ruby, e.to_string()))
+        Ok(parsed)
     }
 
     /// limit, per (ms), limit, per (ms), ...: what a job carries after its scope.
@@ -205,6 +223,7 @@ fn targets(ruby: &Ruby, entries: RArray) -> Result<RArray, Error> {
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Rate", ruby.class_object())?;
     class.define_singleton_method("new", magnus::function!(RbRate::new, 2))?;
+    class.define_singleton_method("list", magnus::function!(RbRate::list, 2))?;
     class.define_method("flat", magnus::method!(RbRate::flat, 0))?;
     class.define_method("key_method", magnus::method!(RbRate::key_method, 0))?;
     class.define_singleton_method("for_override", magnus::function!(RbRate::for_override, 1))?;

@@ -1,8 +1,12 @@
 //! `fair_tenant_rate` options: `[{ limit: 2, per: 1 }, { limit: 10_000, per: 86_400 }]` (per in seconds or
 //! anything with `to_f`, such as an ActiveSupport::Duration), or `{ windows: [...], key: :method_name }`,
-//! or one window `{ limit: 2, per: 1, key: :method_name }`. Acts on fair queues only.
+//! or one window `{ limit: 2, per: 1, key: :method_name }`. Each window of an Array may name its own `key:`
+//! (`[{ limit: 5, per: 1 }, { limit: 100, per: 1, key: :api_scope }]`): windows are grouped by key into rate
+//! scopes ([`Rate::parse_all`]), a window without one is the tenant's. Acts on fair queues only.
 
-use crate::names::{MAX_RATE_WINDOWS, RATE_LIMITS_PREFIX, RATE_OVERRIDE_SEPARATOR};
+use crate::names::{
+    MAX_CONCURRENCY_SCOPES, MAX_RATE_WINDOWS, RATE_LIMITS_PREFIX, RATE_OVERRIDE_SEPARATOR,
+};
 use crate::routing::rules::{RawValue, RuleError};
 
 /// Largest limit accepted per window.
@@ -29,6 +33,8 @@ pub struct Rate {
 pub struct RawWindow {
     pub limit: RawValue,
     pub per: RawValue,
+    /// The window's own key (Missing: the option's, else the tenant's).
+    pub key: RawValue,
     pub unknown_keys: Vec<String>,
 }
 
@@ -41,8 +47,34 @@ pub struct RawRate {
     pub inspect: String,
 }
 
+/// A key as an option names it: None (the tenant's), or a class method's name.
+fn key_method(key: &RawValue) -> Result<Option<String>, ()> {
+    match key {
+        RawValue::Missing | RawValue::Nil => Ok(None),
+        RawValue::Str(s) if super::concurrency::is_method_name(s) => Ok(Some(s.clone())),
+        _ => Err(()),
+    }
+}
+
 impl Rate {
+    /// One rate scope: an option whose windows name at most one key.
     pub fn parse(job_class: &str, raw: &RawRate) -> Result<Self, RuleError> {
+        let mut all = Self::parse_all(job_class, raw)?;
+        if all.len() > 1 {
+            return Err(RuleError {
+                job_class: job_class.to_string(),
+                position: None,
+                rule: format!("fair_tenant_rate {}", raw.inspect),
+                reason: "windows of one scope only here (no key: per window)".into(),
+            });
+        }
+        Ok(all.remove(0))
+    }
+
+    /// Every rate scope the option names: its windows grouped by key, in the order each key first appears (a
+    /// window without `key:` takes the option's, else the tenant's). 1 to [`MAX_RATE_WINDOWS`] windows in all,
+    /// at most [`MAX_CONCURRENCY_SCOPES`] keys.
+    pub fn parse_all(job_class: &str, raw: &RawRate) -> Result<Vec<Self>, RuleError> {
         let fail = |reason: String| RuleError {
             job_class: job_class.to_string(),
             position: None,
@@ -61,7 +93,7 @@ impl Rate {
         for (i, w) in raw.windows.iter().enumerate() {
             let at = |reason: &str| fail(format!("window {}: {reason}", i + 1));
             if let Some(k) = w.unknown_keys.first() {
-                return Err(at(&format!("unknown key {k:?} (allowed: limit, per)")));
+                return Err(at(&format!("unknown key {k:?} (allowed: limit, per, key)")));
             }
             let limit = match number(&w.limit) {
                 Some(Ok(n)) if n >= 1.0 && n.fract() == 0.0 && n <= MAX_LIMIT as f64 => n as u64,
@@ -77,21 +109,36 @@ impl Rate {
                     ))
                 }
             };
-            windows.push(Window { limit, per_ms });
+            let own = key_method(&w.key).map_err(|()| {
+                at("key must name a class method (Symbol or String), e.g. key: :api_scope")
+            })?;
+            windows.push((own, Window { limit, per_ms }));
         }
-        let key_method = match &raw.key {
-            RawValue::Missing | RawValue::Nil => None,
-            RawValue::Str(s) if super::concurrency::is_method_name(s) => Some(s.clone()),
-            _ => {
-                return Err(fail(
-                    "key must name a class method (Symbol or String), e.g. key: :shop_id".into(),
-                ))
+        let option_key = key_method(&raw.key).map_err(|()| {
+            fail("key must name a class method (Symbol or String), e.g. key: :shop_id".into())
+        })?;
+        if option_key.is_some() && windows.iter().any(|(own, _)| own.is_some()) {
+            return Err(fail(
+                "a key for all windows and a key in a window: give one or the other".into(),
+            ));
+        }
+        let mut scopes: Vec<Rate> = Vec::new();
+        for (own, window) in windows {
+            let key = own.or_else(|| option_key.clone());
+            match scopes.iter_mut().find(|r| r.key_method == key) {
+                Some(rate) => rate.windows.push(window),
+                None => scopes.push(Rate {
+                    windows: vec![window],
+                    key_method: key,
+                }),
             }
-        };
-        Ok(Rate {
-            windows,
-            key_method,
-        })
+        }
+        if scopes.len() as u64 > MAX_CONCURRENCY_SCOPES {
+            return Err(fail(format!(
+                "windows name at most {MAX_CONCURRENCY_SCOPES} scopes (keys, the tenant's included)"
+            )));
+        }
+        Ok(scopes)
     }
 
     /// The windows as a job carries them after its scope: limit, per (ms), limit, per (ms), ...
@@ -129,6 +176,7 @@ impl Rate {
                 RawWindow {
                     limit: value(limit),
                     per: value(per),
+                    key: RawValue::Missing,
                     unknown_keys: vec![],
                 }
             })
@@ -207,8 +255,49 @@ mod tests {
         RawWindow {
             limit,
             per,
+            key: RawValue::Missing,
             unknown_keys: vec![],
         }
+    }
+
+    fn keyed(limit: i64, per: i64, key: &str) -> RawWindow {
+        RawWindow {
+            key: RawValue::Str(key.into()),
+            ..window(RawValue::Int(limit), RawValue::Int(per))
+        }
+    }
+
+    #[test]
+    fn windows_with_their_own_keys_are_grouped_into_scopes_in_order() {
+        let r = raw(vec![
+            window(RawValue::Int(5), RawValue::Int(1)),
+            keyed(100, 1, "api_scope"),
+            window(RawValue::Int(50), RawValue::Int(60)),
+            keyed(1000, 60, "api_scope"),
+        ]);
+        let all = Rate::parse_all("J", &r).unwrap();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[0].key_method, None);
+        assert_eq!(all[0].flat(), vec![5, 1000, 50, 60_000]);
+        assert_eq!(all[1].key_method.as_deref(), Some("api_scope"));
+        assert_eq!(all[1].flat(), vec![100, 1000, 1000, 60_000]);
+        // One scope only where one is read (an override): refused with the reason.
+        let msg = Rate::parse("J", &r).unwrap_err().to_string();
+        assert!(msg.contains("windows of one scope only here"), "{msg}");
+    }
+
+    #[test]
+    fn keyed_windows_are_bounded_and_not_mixed_with_an_option_key() {
+        let many = raw((0..5).map(|i| keyed(1, 1, &format!("k{i}"))).collect());
+        let msg = Rate::parse_all("J", &many).unwrap_err().to_string();
+        assert!(msg.contains("at most 4 scopes"), "{msg}");
+        let mut both = raw(vec![keyed(1, 1, "a")]);
+        both.key = RawValue::Str("b".into());
+        let msg = Rate::parse_all("J", &both).unwrap_err().to_string();
+        assert!(msg.contains("give one or the other"), "{msg}");
+        let bad = raw(vec![keyed(1, 1, "not a method!")]);
+        let msg = Rate::parse_all("J", &bad).unwrap_err().to_string();
+        assert!(msg.contains("window 1: key must name a class method"), "{msg}");
     }
 
     fn raw(windows: Vec<RawWindow>) -> RawRate {

@@ -37,18 +37,19 @@ module Sidekiq
         return nil if job["fair_tenant_concurrency"].nil?
 
         scopes = resolve_all(job["class"], job, view || JobView.new(job["class"], job))
-        return nil if scopes.empty?
-
-        scopes.map do |options, tag, sub|
-          parts = { "tag" => tag, "sub" => sub, "limit" => options.limit, "lease" => options.lease_ms,
-                    "elastic" => options.elastic ? 1 : 0 }
-          Native::Names::SLOT_FIELDS.map { |field| parts.fetch(field) }
-        end
+        scopes.empty? ? nil : scopes.map { |options, tag, sub| fields(options, tag, sub) }
       rescue StandardError => e
         FairTenant.warn(:slot_descriptor, job["class"]) do
           "#{e.class}: #{e.message}; job #{job["jid"]} takes its slot when it runs"
         end
         nil
+      end
+
+      # One scope as a job carries it, in Names::SLOT_FIELDS order.
+      def fields(options, tag, sub)
+        parts = { "tag" => tag, "sub" => sub, "limit" => options.limit, "lease" => options.lease_ms,
+                  "elastic" => options.elastic ? 1 : 0 }
+        Native::Names::SLOT_FIELDS.map { |field| parts.fetch(field) }
       end
 
       def scope(view, options, class_name)

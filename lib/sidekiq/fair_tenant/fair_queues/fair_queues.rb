@@ -135,12 +135,17 @@ module Sidekiq
       end
 
       # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptors) and the
-      # rate cap it is held to (RateScope.descriptor), or drops stale ones. True when the payload changed.
+      # rate cap it is held to (RateScope.descriptors), or drops stale ones: the first scope of each in its field,
+      # the others in its MORE_FIELD. True when the payload changed.
       def carry_slot(payload, view = nil)
-        rate = JobBytes.carry(payload, RateScope::FIELD, RateScope.descriptor(payload, view))
-        first, *more = SlotScope.descriptors(payload, view)
-        slot = JobBytes.carry(payload, SlotScope::FIELD, first)
-        JobBytes.carry(payload, SlotScope::MORE_FIELD, more.empty? ? nil : more) | slot | rate
+        [[SlotScope, SlotScope.descriptors(payload, view)], [RateScope, RateScope.descriptors(payload, view)]]
+          .map { |scope, all| carry_scopes(payload, scope, all) }.any?
+      end
+
+      def carry_scopes(payload, scope, all)
+        first, *more = all
+        more = nil if more.empty?
+        JobBytes.carry(payload, scope::FIELD, first) | JobBytes.carry(payload, scope::MORE_FIELD, more)
       end
 
       # Sidekiq's `sidekiq/testing` (fake or inline) handles pushes itself.

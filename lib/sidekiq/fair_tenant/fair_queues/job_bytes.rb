@@ -37,13 +37,15 @@ module Sidekiq
         slices
       end
 
-      # `enqueued_at`, `jid`, the slot (its first scope, then the others) and the rate cap (if any) first, the rest in their order, so the scripts
+      # `enqueued_at`, `jid`, the slot (its first scope, then the others) and the rate cap (the same) first, the
+      # rest in their order, so the scripts
       # read them from the job's first bytes, never decoding the job (lua/fair/common.lua, lua/fair/serve.lua).
       def head_first(payload)
         head = { "enqueued_at" => payload["enqueued_at"], "jid" => payload["jid"] }
         head[SlotScope::FIELD] = payload[SlotScope::FIELD] if payload.key?(SlotScope::FIELD)
         head[SlotScope::MORE_FIELD] = payload[SlotScope::MORE_FIELD] if payload.key?(SlotScope::MORE_FIELD)
         head[RateScope::FIELD] = payload[RateScope::FIELD] if payload.key?(RateScope::FIELD)
+        head[RateScope::MORE_FIELD] = payload[RateScope::MORE_FIELD] if payload.key?(RateScope::MORE_FIELD)
         head.merge!(payload)
       end
 

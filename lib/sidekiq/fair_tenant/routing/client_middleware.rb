@@ -98,8 +98,8 @@ module Sidekiq
       def several_scopes(worker, job)
         return if job["fair_tenant_concurrency"].size < 2 || FairQueues.fair?(job["queue"]) || !worker.is_a?(Class)
 
-        raise ArgumentError, "#{JobInfo.class_name(worker, job)}: fair_tenant_concurrency with several scopes needs a " \
-                             "fair queue (c.fair_queues), and #{job["queue"].to_s.inspect} is not one"
+        raise ArgumentError, "#{JobInfo.class_name(worker, job)}: fair_tenant_concurrency with several scopes needs " \
+                             "a fair queue (c.fair_queues), and #{job["queue"].to_s.inspect} is not one"
       end
 
       def warn_no_tenant(class_name)

@@ -17,7 +17,7 @@ module Sidekiq
         concurrency = opts[:fair_tenant_concurrency] || opts["fair_tenant_concurrency"]
         Native::Concurrency.list(class_name, concurrency) unless concurrency.nil?
         rate = opts[:fair_tenant_rate] || opts["fair_tenant_rate"]
-        Native::Rate.new(class_name, rate) unless rate.nil?
+        Native::Rate.list(class_name, rate) unless rate.nil?
       end
 
       def self.install

@@ -28,7 +28,7 @@ local function held(tenant)
   if not more_capped and not more_rated then return false end
   local head = redis.call('LINDEX', k.prefix .. tenant, 0)
   local rate = more_rated and rate_of(head)
-  if rate and select(2, rate_check(rate)) then return true end
+  if rate and select(2, rates_check(rate)) then return true end
   if not more_capped then return false end
   local slot = slot_of(head)
   for _, s in ipairs(slot and scopes(slot) or {}) do

@@ -183,38 +183,18 @@ local function rate_array(job, from)
   local close = string.find(job, ']', from, true)
   if not close then return nil end
   local ok, r = pcall(cjson.decode, string.sub(job, from, close))
-  return ok and type(r) == 'table' and r or nil
+  return ok and type(r) == 'table' and r or nil, close
 end
 
--- The rate cap a job of a fair queue is held to, or nil: {key, windows = {{limit, per}, ...}}.
-local function rate_of(job, at)
-  if not job then return nil end
-  at = at or 1
-  local r
-  local head_jid, after = string.match(job, HEAD, at)
-  if head_jid then
-    local from = string.match(job, HEAD_SLOT, after)
-    if from then
-      local _, close = head_slot(job, from)
-      if not close then return nil end
-      after = close + 2 -- past "],"
-      local more = string.match(job, HEAD_MORE, after)
-      if more then
-        _, close = head_array(job, more, ']]')
-        if not close then return nil end
-        after = close + 2
-      end
-    end
-    from = string.match(job, HEAD_RATE, after)
-    if not from then return nil end
-    r = rate_array(job, from)
-  else
-    if not string.find(job, RATE_QUOTED, at, true) then return nil end
-    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
-    r = ok and type(decoded) == 'table' and decoded[K_RATE_FIELD]
-  end
+local RATE_MORE_QUOTED = '"' .. K_RATE_MORE_FIELD .. '"'
+local HEAD_RATE_MORE = '^' .. RATE_MORE_QUOTED:gsub('%p', '%%%0') .. ':()%['
+
+-- One rate scope as a job carries it ([tag, sub, limit, per ms, ...]), with a runtime override's windows in place
+-- of its own: {key, tag, sub, windows = {{limit, per}, ...}}, or nil (unreadable, or no window left).
+local function rate_scope(r)
   if type(r) ~= 'table' or type(r[1]) ~= 'string' or type(r[2]) ~= 'string' then return nil end
-  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], tag = r[1], sub = r[2], windows = {} }
+  local rate = { key = K_RATE_PREFIX .. #r[1] .. ':' .. r[1] .. ':' .. r[2], tag = r[1], sub = r[2], windows = {},
+                 more = {} }
   -- A runtime override (Rates: the scope's own field, else the tag's K_ALL_SCOPES) replaces the job's windows.
   local over = redis.call('HMGET', K_RATE_LIMITS_PREFIX .. #r[1] .. ':' .. r[1], r[2], K_ALL_SCOPES)
   local text = over[1] or over[2]
@@ -232,6 +212,61 @@ local function rate_of(job, at)
   end
   if #rate.windows == 0 then return nil end
   return rate
+end
+
+-- The rate cap a job of a fair queue is held to, or nil: its first readable scope, the others (K_RATE_MORE_FIELD:
+-- `key:` per window; unreadable ones and repeats passed over, at most K_MAX_CONCURRENCY_SCOPES in all) in
+-- `rate.more` (rates(rate) lists them all). A job starts only when every one allows it.
+local function rate_of(job, at)
+  if not job then return nil end
+  at = at or 1
+  local r, more
+  local head_jid, after = string.match(job, HEAD, at)
+  if head_jid then
+    local _, close
+    local from = string.match(job, HEAD_SLOT, after)
+    if from then
+      _, close = head_slot(job, from)
+      if not close then return nil end
+      local more_slots = string.match(job, HEAD_MORE, close + 2)
+      if more_slots then
+        _, close = head_array(job, more_slots, ']]')
+        if not close then return nil end
+      end
+      after = close + 2 -- past "],"
+    end
+    from = string.match(job, HEAD_RATE, after)
+    if not from then return nil end
+    r, close = rate_array(job, from)
+    if close then
+      local more_from = string.match(job, HEAD_RATE_MORE, close + 2)
+      if more_from then more = head_array(job, more_from, ']]') end
+    end
+  else
+    if not string.find(job, RATE_QUOTED, at, true) then return nil end
+    local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
+    if ok and type(decoded) == 'table' then r, more = decoded[K_RATE_FIELD], decoded[K_RATE_MORE_FIELD] end
+  end
+  local rate = rate_scope(r)
+  if type(more) ~= 'table' then return rate end
+  local seen = { [rate and rate.key or ''] = true }
+  for _, m in ipairs(more) do
+    if rate and #rate.more + 1 >= K_MAX_CONCURRENCY_SCOPES then break end
+    local extra = rate_scope(m)
+    if extra and not seen[extra.key] then
+      seen[extra.key] = true
+      if rate then rate.more[#rate.more + 1] = extra else rate = extra end
+    end
+  end
+  return rate
+end
+
+-- Every scope of a job's rate cap, its first first.
+local function rates(rate)
+  if #rate.more == 0 then return { rate } end
+  local all = { rate }
+  for _, r in ipairs(rate.more) do all[#all + 1] = r end
+  return all
 end
 
 local function rate_buckets(text)
@@ -298,6 +333,24 @@ local function rate_record(rate, now, read)
   end
   redis.call('HSET', rate.key, unpack(args))
   redis.call('PEXPIRE', rate.key, longest + K_DEFAULT_LEASE_MS)
+end
+
+-- Every scope of a job's rate cap read (rate_check each): the checks ({scope, its time, the buckets read, the
+-- instant it allows the start or nil}), and the latest instant one of them allows
+-- the start (nil: all allow it now).
+local function rates_check(rate)
+  local checks, due = {}, nil
+  for i, r in ipairs(rates(rate)) do
+    local now, at, read = rate_check(r)
+    checks[i] = { r, now, read, at }
+    if at and (due == nil or at > due) then due = at end
+  end
+  return checks, due
+end
+
+-- A start counted in every scope rates_check read.
+local function rates_record(checks)
+  for _, c in ipairs(checks) do rate_record(c[1], c[2], c[3]) end
 end
 
 -- A tenant whose next job would start over a window leaves `from` for `rated` until `due`, keeping its
@@ -579,8 +632,9 @@ local function pass_on(k, list, entry)
   end
 end
 
--- A tenant of several scopes held back on `refused`: a slot of another scope it may have been woken for
--- goes to the next tenant waiting there (as pass_on does), so no scope is left with room and waiters.
+-- A tenant of several scopes held back on `refused` (full): a slot of another scope it may have been woken for
+-- goes to the next tenant waiting there (as pass_on does), so no scope is left with room and waiters. Not for
+-- a copy of a job holding its slots (CappedSfq::pass_others says why).
 local function pass_others(slot, refused)
   if #slot.more == 0 then return end
   for _, s in ipairs(scopes(slot)) do
@@ -621,9 +675,9 @@ local function turn(k, queue, tier, member, start, uncapped, known)
   -- A rate window first (it only reads), then the slot: a job starts only when it passes both, and neither
   -- is spent on a job the other refuses.
   local rate = not uncapped and rate_of(job) or nil
-  local rate_now, rate_due, rate_read
+  local rate_checks, rate_due
   if rate then
-    rate_now, rate_due, rate_read = rate_check(rate)
+    rate_checks, rate_due = rates_check(rate)
     if rate_due then
       k.put_back = (k.put_back or 0) + #job
       redis.call('LPUSH', list, job)
@@ -644,10 +698,10 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     k.put_back = (k.put_back or 0) + #job
     redis.call('LPUSH', list, job)
     hold_back(k, queue, tier, member, start, refused, limit, running, copy, slot)
-    pass_others(slot, refused)
+    if not copy then pass_others(slot, refused) end
     return nil
   end
-  if rate then rate_record(rate, rate_now, rate_read) end
+  if rate then rates_record(rate_checks) end
   -- A tenant served from where it waits (over, or capped when draining) still has its waiting entry there,
   -- unless a wake took it (known); it goes when the tenant leaves that place.
   local stale = tier ~= k.ready and not known and (slot or slot_of(job))

@@ -47,7 +47,11 @@ local members = redis.call('ZREVRANGE', k.rated, from, from + count - 1)
 local back = 0
 for _, member in ipairs(members) do
   local rate = rate_of(redis.call('LINDEX', k.prefix .. member_tenant(member), 0))
-  if rate and rate.tag == tag and (field == K_ALL_SCOPES or rate.sub == field) then
+  local named = false
+  for _, r in ipairs(rate and rates(rate) or {}) do
+    if r.tag == tag and (field == K_ALL_SCOPES or r.sub == field) then named = true end
+  end
+  if named then
     local kept = finite(redis.call('HGET', k.rtags, member)) or 0
     redis.call('HDEL', k.rtags, member)
     rejoin(k, k.rated, member, kept)

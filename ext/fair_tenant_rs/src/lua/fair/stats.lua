@@ -71,7 +71,17 @@ if rated_max > 0 then
     local due = members[i + 1] == 'inf' and -1 or math.max(math.ceil(tonumber(members[i + 1]) - now), 0)
     local windows, scope = {}, false
     if rate then
-      local at, _, read = rate_check(rate)
+      local checks, held_until = rates_check(rate)
+      -- The scope that holds the tenant: the one whose window allows its start last (else the first).
+      local shown = checks[1]
+      for _, c in ipairs(checks) do
+        if held_until and c[4] == held_until then
+          shown = c
+          break
+        end
+      end
+      rate = shown[1]
+      local at, read = shown[2], shown[3]
       for _, w in ipairs(rate.windows) do
         local starts = 0
         for _, b in ipairs(read[w[2]] or {}) do starts = starts + b[2] end
