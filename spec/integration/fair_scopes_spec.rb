@@ -90,6 +90,43 @@ RSpec.describe "Several concurrency scopes on a fair queue" do
     expect(starts.first(8).map { |e| e["tenant"] }.uniq.size).to eq(3)
   end
 
+  def tenant_holders(tenant)
+    tag, sub = Sidekiq::FairTenant::Native::Slots.tenant_scope(tenant, "fair")
+    holders("#{tag.bytesize}:#{tag}:#{sub}")
+  end
+
+  def capped_tenants = redis.zrange("#{base}capped", 0, -1).map { |member| member[16..] }
+
+  it "gives every scope of a SIGKILLed holder back when its leases run out" do
+    SharedLeaseJob.perform_async("a", 30_000)
+    holder = start_server(concurrency: 2)
+    wait_for("a's job running") { api_holders == 1 && tenant_holders("a") == 1 }
+    SharedLeaseJob.perform_async("b", 10)
+    spare = start_server(concurrency: 2)
+    wait_for("b waiting on the shared scope") { capped_tenants == ["b"] }
+    expect(tenant_holders("b")).to eq(0) # it holds nothing while it waits
+
+    holder.kill!
+    b_start = wait_for("b's job", timeout: 20) { starts.find { |e| e["tenant"] == "b" } }
+    expect(b_start["pid"]).to eq(spare.pid)
+    wait_for("b's job done") { events.any? { |e| e["event"] == "finish" && e["tenant"] == "b" } }
+    expect(api_holders).to be <= 1 # a's recovered copy may run again on the spare, holding both scopes
+  end
+
+  it "gives every scope back with the jobs on a TERM past Sidekiq's timeout" do
+    # Both threads busy (the shared scope holds two): an idle thread woken during the hard shutdown could fetch
+    # the waiting job and be killed with it (in flight until recovered, its slots until their leases run out).
+    3.times { |i| TermScopesJob.perform_async("s#{i}", 5000) }
+    server = SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: 2, queues: %w[fair], args: %w[-t 1],
+                                app: File.expand_path("../support/fair_scopes_app.rb", __dir__)).start
+    servers << server
+    wait_for("two jobs running") { api_holders == 2 }
+    server.stop
+    wait_for("the slots given back") { api_holders.zero? && %w[s0 s1].all? { |t| tenant_holders(t).zero? } }
+    expect(redis.zcard("#{base}capped") + redis.zcard("#{base}over")).to eq(0)
+    expect(redis.zcard("#{base}ready")).to eq(3) # the two requeued and the one that waited
+  end
+
   it "never deadlocks two classes naming the same two scopes in opposite orders" do
     start_server(concurrency: 6)
     20.times do |i|

@@ -95,3 +95,27 @@ class SharedRateJob
   def self.fair_tenant(tenant, *) = tenant
   def self.api_scope(*) = "partner-api"
 end
+
+# Short leases (2 s): a SIGKILLed holder's slots come back soon. Two per tenant, one in all.
+class SharedLeaseJob
+  include Sidekiq::Worker
+  include FairScopesApp::Perform
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_concurrency: [{ limit: 2, lease: 2 }, { limit: 1, lease: 2, key: :api_scope }]
+
+  def self.fair_tenant(tenant, *) = tenant
+  def self.api_scope(*) = "partner-api"
+end
+
+# Two in flight in all, short leases: the TERM case.
+class TermScopesJob
+  include Sidekiq::Worker
+  include FairScopesApp::Perform
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_concurrency: [{ limit: 2, lease: 2 }, { limit: 2, lease: 2, key: :api_scope }]
+
+  def self.fair_tenant(tenant, *) = tenant
+  def self.api_scope(*) = "partner-api"
+end

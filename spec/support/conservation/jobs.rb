@@ -10,6 +10,8 @@ module Conservation
   QUEUE_SETS = [[%w[fair fair2 plain], true], [%w[fair fair fair2 plain], false], [%w[fair2 plain fair], true],
                 [%w[fair], true], [%w[plain fair2 fair], false]].freeze
 
+  SHARED_KEY = "partner-api"
+
   def self.tenant_of(name) = name == "bytes" ? BYTES_TENANT : name
 end
 
@@ -30,6 +32,20 @@ class ConservedCappedJob
   sidekiq_options queue: "fair", retry: false, fair_tenant_concurrency: { limit: 2, lease: 600 }
 
   def self.fair_tenant(tenant, *) = Conservation.tenant_of(tenant)
+
+  def perform(*); end
+end
+
+# Two scopes on one job: its tenant's in `fair` (the one ConservedCappedJob takes too) and one every tenant shares
+# (three at a time); it starts only when both have room (a runtime limit may change either).
+class ConservedSharedJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_concurrency: [{ limit: 2, lease: 600 }, { limit: 3, lease: 600, key: :shared_key }]
+
+  def self.fair_tenant(tenant, *) = Conservation.tenant_of(tenant)
+  def self.shared_key(*) = Conservation::SHARED_KEY
 
   def perform(*); end
 end

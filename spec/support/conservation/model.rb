@@ -22,7 +22,8 @@ module Conservation
 
   # A unit of work a process runs: `entry` for a fair queue's (in its in-flight list), nil for a plain one.
   # Stale: a recovery took its entry away (a heartbeat lapse), the job may run elsewhere too.
-  # scope: [tag, sub] of the concurrency slot its fetch took (a capped job), its `run` the server middleware
+  # scope: [tag, sub] of the concurrency slot its fetch took (a capped job; `scopes`: every one it took, each
+  # [tag, sub, the limit it carries]), its `run` the server middleware
   # running it (a Fiber paused inside the job until it ends); lost: its lease was found gone while it ran.
-  Held = Struct.new(:id, :unit, :entry, :stale, :scope, :run, :lost, keyword_init: true)
+  Held = Struct.new(:id, :unit, :entry, :stale, :scope, :run, :lost, :scopes, keyword_init: true)
 end

@@ -14,16 +14,13 @@ module Conservation
       "weight #{tenant}#{"/#{queue}" if queue} #{value}"
     end
 
+    # A runtime limit for a tenant's scope in `fair`, or (one in four) for the scope every tenant shares.
     def limit
-      tenant = CAPPED_TENANTS.sample(random: rng)
+      target = rng.rand(4).zero? ? { key: SHARED_KEY } : { tenant: CAPPED_TENANTS.sample(random: rng), queue: "fair" }
       value = [0, 1, 2, 3, :delete].sample(random: rng)
       limits = Sidekiq::FairTenant.limits
-      handed = if value == :delete
-                 limits.delete(tenant: tenant, queue: "fair")
-               else
-                 limits.set(value, tenant: tenant, queue: "fair")
-               end
-      "limit #{tenant}/fair #{value} (#{handed} handed)"
+      handed = value == :delete ? limits.delete(**target) : limits.set(value, **target)
+      "limit #{target.values.join("/")} #{value} (#{handed} handed)"
     end
 
     # Writes refused for one operation (as on a replica left without its replicas): it raises, and the

@@ -11,20 +11,31 @@ module Conservation
 
     private
 
-    # A static cap: no job starts while its scope already runs `limit` (the one in force now: a lowered limit
-    # stops no running job). Running: the jobs the harness runs holding a slot of the scope (no stale one: a
-    # recovery gave its slot back), and those Redis holds a lease for, but the acks this fetch carried.
-    def check_cap(process, held, (tenant, default), carried)
-      limit = Sidekiq::FairTenant.limits.get(tenant: tenant, queue: "fair") || default
-      running = @processes.flat_map(&:units).select { |other| other.scope == held.scope && !other.stale }
-                          .map(&:id)
-      leased = leased(held.scope) - [held.id] - carried.map(&:id)
+    # A static cap: no job starts while one of its scopes already runs `limit` (the one in force now: a lowered
+    # limit stops no running job). Running: the jobs the harness runs holding a slot of the scope (no stale one:
+    # a recovery gave its slot back), and those Redis holds a lease for, but the acks this fetch carried.
+    def check_cap(process, held, (tag, sub, default), tenant, carried)
+      scope = [tag, sub]
+      limit = scope_limit(scope, tenant) || default
+      running = @processes.flat_map(&:units).select { |other| running_in?(other, scope) }.map(&:id)
+      leased = leased(scope) - [held.id] - carried.map(&:id)
       ran = running | leased
       return if ran.size < limit
 
       violation(:cap_exceeded, "#{held.id} started on #{process.identity} while its scope " \
-                               "#{held.scope.join(" ").inspect} ran #{ran.size} (limit #{limit}): running " \
+                               "#{scope.join(" ").inspect} ran #{ran.size} (limit #{limit}): running " \
                                "#{running.join(",")}, leased in Redis #{leased.join(",")}")
+    end
+
+    def running_in?(unit, scope)
+      !unit.stale && (unit.scopes || []).any? { |s| s.first(2) == scope }
+    end
+
+    # The runtime limit in force for a scope of the run's jobs (its tenant's in `fair`, or the shared key's).
+    def scope_limit(scope, tenant)
+      limits = Sidekiq::FairTenant.limits
+      shared = Sidekiq::FairTenant::Native::Slots.key_scope(Conservation::SHARED_KEY)
+      scope == shared ? limits.get(key: Conservation::SHARED_KEY) : limits.get(tenant: tenant, queue: "fair")
     end
 
     # The jids holding an unexpired lease of the scope.
@@ -48,31 +59,34 @@ module Conservation
     # A job running with its slot holds its lease (its process's heartbeat renews it) until it ends: once it is
     # gone, another process may start the scope's next job.
     def check_leases
-      running = @processes.flat_map { |process| process.units.select(&:scope).map { |held| [process, held] } }
-      running.reject! { |_, held| held.stale || held.lost }
+      running = @processes.flat_map do |process|
+        process.units.select(&:scope).flat_map { |held| held.scopes.map { |scope| [process, held, scope.first(2)] } }
+      end
+      running.reject! { |_, held, _| held.stale || held.lost }
       return if running.empty?
 
-      now, expiries = lease_expiries(running.map(&:last))
-      running.zip(expiries).each do |(process, held), expiry|
-        lease_lost(process, held, expiry) unless expiry && expiry.to_f > now
+      now, expiries = lease_expiries(running.map { |_, held, scope| [held, scope] })
+      running.zip(expiries).each do |(process, held, scope), expiry|
+        lease_lost(process, held, scope, expiry) unless held.lost || (expiry && expiry.to_f > now)
       end
     end
 
-    # Redis's time (ms) and the lease expiry of each running job (nil: none).
-    def lease_expiries(helds)
+    # Redis's time (ms) and the lease expiry of each running job in each of its scopes (nil: none).
+    def lease_expiries(pairs)
       now, *expiries = sidekiq_redis do |conn|
         conn.pipelined do |pipe|
           pipe.call("TIME")
-          helds.each { |held| pipe.call("ZSCORE", holders_key(held.scope), held.id) }
+          pairs.each { |held, scope| pipe.call("ZSCORE", holders_key(scope), held.id) }
         end
       end
       [(now[0].to_i * 1000) + (now[1].to_i / 1000), expiries]
     end
 
-    def lease_lost(process, held, expiry)
+    def lease_lost(process, held, scope, expiry)
       held.lost = true
       violation(:lease_lost, "#{held.id} runs on #{process.identity}#{" (stopping)" if process.stopping} and its " \
-                             "slot's lease is #{expiry ? "over" : "gone"}: another job of its scope may start")
+                             "slot's lease in #{scope.join(" ").inspect} is #{expiry ? "over" : "gone"}: another " \
+                             "job of that scope may start")
     end
   end
 end

@@ -8,6 +8,7 @@ module Conservation
   module SlotSteps
     SLOT_FIELD = Sidekiq::FairTenant::Native::Names::SLOT_FIELD
     SLOT_FIELDS = Sidekiq::FairTenant::Native::Names::SLOT_FIELDS
+    SLOT_MORE_FIELD = Sidekiq::FairTenant::Native::Names::SLOT_MORE_FIELD
     # Longer than any lease of the run's jobs (ConservedCappedJob: 600 s).
     LEASE_PASSES_MS = 601_000
 
@@ -119,12 +120,14 @@ module Conservation
 
       Thread.current[Sidekiq::FairTenant::HeldSlot::KEY] = nil
       job = Sidekiq.load_json(held.unit.job)
-      slot = SLOT_FIELDS.zip(job[SLOT_FIELD]).to_h
-      held.scope = slot.values_at("tag", "sub")
-      check_cap(process, held, [Conservation.tenant_of(job["args"].first), slot["limit"]], carried)
+      held.scopes = [job[SLOT_FIELD], *job[SLOT_MORE_FIELD]].map do |scope|
+        SLOT_FIELDS.zip(scope).to_h.values_at("tag", "sub", "limit")
+      end
+      held.scope = held.scopes.first.first(2)
+      held.scopes.each { |scope| check_cap(process, held, scope, Conservation.tenant_of(job["args"].first), carried) }
       held.run = Fiber.new do
         Sidekiq::FairTenant::HeldSlot.held!(held_jid) # the fetch's note, fiber-local as the thread's is
-        Sidekiq::FairTenant::ServerMiddleware.new.call(ConservedCappedJob.new, job, held.unit.queue_name) do
+        Sidekiq::FairTenant::ServerMiddleware.new.call(Object.const_get(job["class"]).new, job, held.unit.queue_name) do
           Fiber.yield
         end
       end

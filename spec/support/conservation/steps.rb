@@ -21,7 +21,7 @@ module Conservation
 
     def push_one
       klass, queue = pick_class
-      tenants = klass == ConservedCappedJob ? CAPPED_TENANTS : TENANTS
+      tenants = [ConservedCappedJob, ConservedSharedJob].include?(klass) ? CAPPED_TENANTS : TENANTS
       tenant = (@without.include?(:bytes) ? tenants - ["bytes"] : tenants).sample(random: rng)
       id = "j#{@jobs.size}"
       args = [tenant, @jobs.size, TEXTS.sample(random: rng)]
@@ -41,7 +41,8 @@ module Conservation
     def pick_class
       case rng.rand(100)
       when 0...50 then [ConservedJob, "fair"]
-      when 50...70 then [ConservedCappedJob, "fair"]
+      when 50...62 then [ConservedCappedJob, "fair"]
+      when 62...70 then [ConservedSharedJob, "fair"]
       when 70...85 then [ConservedJob, "fair2"]
       else [ConservedJob, "plain"]
       end

@@ -622,12 +622,7 @@ impl CappedSfq {
     /// two copies running at once would share one holder, and the first to end would free it while the
     /// other runs). Ok: (holders now, limit); Err: (the limit, refused as such a copy). Only checks:
     /// [`CappedSfq::take_slots`] takes.
-    fn room(
-        &self,
-        slot: &Slot,
-        job: u64,
-        beyond: bool,
-    ) -> Result<(usize, usize), (usize, bool)> {
+    fn room(&self, slot: &Slot, job: u64, beyond: bool) -> Result<(usize, usize), (usize, bool)> {
         let limit = self.limit(slot);
         let holders = self.holders.get(&slot.scope);
         let running = holders.map_or(0, BTreeSet::len);

@@ -141,7 +141,11 @@ impl World {
         let (Some(first), true) = (first, self.several) else {
             return Vec::new();
         };
-        let t = self.tenants.iter().position(|x| x == tenant).expect("a tenant");
+        let t = self
+            .tenants
+            .iter()
+            .position(|x| x == tenant)
+            .expect("a tenant");
         let keys = self.tenants.len();
         match (first >= keys, jid % 6) {
             (false, 1 | 4) => vec![keys],
@@ -449,14 +453,24 @@ impl<'a> Lockstep<'a> {
     /// A job's payload; `slot`: its scope and the limit it carries (and the scopes after it that
     /// [`World::more_scopes`] draws, each with its own limit).
     fn job_json(&self, tenant: &str, jid: u64, slot: Option<(usize, usize)>) -> String {
-        let more: Vec<String> = (self.world.more_scopes(tenant, jid, slot.map(|s| s.0)).iter())
-            .map(|&m| {
-                let d = &self.world.scopes[m];
-                format!(r#"["{}","{}",{},{LEASE_MS},{}]"#, d.tag, d.sub, d.limit, d.elastic as u8)
-            })
-            .collect();
+        let more: Vec<String> = (self
+            .world
+            .more_scopes(tenant, jid, slot.map(|s| s.0))
+            .iter())
+        .map(|&m| {
+            let d = &self.world.scopes[m];
+            format!(
+                r#"["{}","{}",{},{LEASE_MS},{}]"#,
+                d.tag, d.sub, d.limit, d.elastic as u8
+            )
+        })
+        .collect();
         let more = (!more.is_empty()).then(|| {
-            format!(r#","{}":[{}]"#, crate::names::SLOT_MORE_FIELD, more.join(","))
+            format!(
+                r#","{}":[{}]"#,
+                crate::names::SLOT_MORE_FIELD,
+                more.join(",")
+            )
         });
         let slot = slot.map(|(s, limit)| {
             let d = &self.world.scopes[s];
@@ -555,7 +569,11 @@ impl<'a> Lockstep<'a> {
                 elastic: d.elastic,
             }
         });
-        let more = (self.world.more_scopes(tenant, jid, scope.map(|s| s.0)).into_iter()).map(|m| {
+        let more = (self
+            .world
+            .more_scopes(tenant, jid, scope.map(|s| s.0))
+            .into_iter())
+        .map(|m| {
             let d = &self.world.scopes[m];
             Slot {
                 scope: d.name(),
@@ -1511,6 +1529,46 @@ fn the_divergences_found_stay_fixed() {
 /// free it while the other runs: with a limit of 2, J, its copy and K ran, then L once J's first copy ended).
 /// The copy's tenant waits in `capped` (an elastic cap too) and is served when the slot is given back:
 /// acknowledged, requeued, or recovered.
+/// A job of two scopes (its tenant's, with room, and a shared one, full) does not start, and takes neither: its
+/// tenant waits on the shared scope and comes back when it frees. A script that checked only a job's first scope
+/// (a one-line change) starts it and fails here, at the second fetch.
+#[test]
+fn a_job_starts_only_when_every_scope_has_room() {
+    use Op::*;
+    let q = "q:fq";
+    let server = Server::start();
+    let mut con = server.connect();
+    load_library(&mut con);
+    let mut two = world(
+        &["a", "b"],
+        &[
+            ("t:a", q, 2, false),
+            ("t:b", q, 2, false),
+            ("k:s1", "k", 1, false),
+            ("k:s2", "k", 1, true),
+        ],
+    );
+    two.several = true;
+    // jids 1 and 4 of a tenant's own scope also take k:s1 (World::more_scopes); 2 and 3 take nothing.
+    let ops = vec![
+        Push(vec![
+            (0, Some((0, 0))),
+            (0, None),
+            (0, None),
+            (1, Some((1, 0))),
+        ]),
+        Fetch(0, vec![], 1),
+        Fetch(1, vec![], 2),
+        Ack(0, vec![0]),
+        Fetch(2, vec![], 1),
+        Fetch(2, vec![], 1),
+    ];
+    if let Err((at, why)) = run(&mut con, &two, &ops) {
+        let steps = trace(&mut con, &two, &ops);
+        panic!("fails at step {at}:\n{steps}{why}");
+    }
+}
+
 #[test]
 fn a_copy_of_a_job_holding_its_slot_waits_until_it_is_given_back() {
     use Op::*;

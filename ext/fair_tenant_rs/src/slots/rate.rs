@@ -297,7 +297,10 @@ mod tests {
         assert!(msg.contains("give one or the other"), "{msg}");
         let bad = raw(vec![keyed(1, 1, "not a method!")]);
         let msg = Rate::parse_all("J", &bad).unwrap_err().to_string();
-        assert!(msg.contains("window 1: key must name a class method"), "{msg}");
+        assert!(
+            msg.contains("window 1: key must name a class method"),
+            "{msg}"
+        );
     }
 
     fn raw(windows: Vec<RawWindow>) -> RawRate {

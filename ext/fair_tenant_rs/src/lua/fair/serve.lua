@@ -436,7 +436,7 @@ end
 -- refuses is where its tenant waits (hold_back); only when every one has room are they all taken.
 -- Returns taken, holders after and the limit (of the first scope when taken, else of the one that refused),
 -- whether it was refused as such a copy, and the scope that refused.
-local function room(slot, beyond, known)
+local function room(slot, beyond, known, now)
   local limit, running
   if known and not several_taken and same_scope(slot, known.slot) and slot.default == known.slot.default
      and known.running < known.limit then
@@ -445,7 +445,6 @@ local function room(slot, beyond, known)
     limit = effective_limit(slot.limits, slot.sub, slot.default)
     running = redis.call('ZCARD', slot.holders)
   end
-  local now = now_ms()
   local lease = tonumber(redis.call('ZSCORE', slot.holders, slot.jid))
   if lease and lease > now then
     local owner = redis.call('HGET', slot.runs, slot.jid)
@@ -467,16 +466,15 @@ end
 
 local function take_slot(slot, beyond, known)
   local all = scopes(slot)
-  local counts, first_limit = {}, nil
+  local counts, first_limit, now = {}, nil, now_ms()
   for i, s in ipairs(all) do
-    local ok, running, limit, copy = room(s, beyond, known)
+    local ok, running, limit, copy = room(s, beyond, known, now)
     if not ok then return false, running, limit, copy, s end
     counts[i] = running
     first_limit = first_limit or limit
   end
   -- The first holder registers the scope for the sweep; the sweep forgets it only when it has no holder,
   -- parked job or waiter, so a tenant that waits behind holders is always visited.
-  local now = now_ms()
   if #all > 1 then several_taken = true end
   for i, s in ipairs(all) do
     if counts[i] == 0 then register(s) end
