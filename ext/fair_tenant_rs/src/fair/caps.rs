@@ -116,6 +116,8 @@ pub struct CappedSfq {
     clock: u64,
     /// Tenants out of the rotation until a rate window lets their head job start: the instant, their place.
     pub(crate) rated: HashMap<String, (u64, Place)>,
+    /// The scopes pass_others woke in this call.
+    passed: std::collections::HashSet<String>,
 }
 
 impl CappedSfq {
@@ -662,18 +664,27 @@ impl CappedSfq {
     }
 
     /// A tenant of several scopes held back on `refused` (full): every other scope of its job wakes its next
-    /// waiters (a slot it may have been woken for is not left unused). Not for a copy of a job holding its
-    /// slots (it holds every scope of the job, whose release wakes them all): two copies refused in turn
-    /// would wake each other for ever. Refused only by full scopes, which no turn frees, a tenant is woken
-    /// this way at most once a call.
+    /// waiters (a slot it may have been woken for is not left unused). Each scope at most once a call
+    /// ([`CappedSfq::begin_call`]): jobs sharing a key may carry different limits, so one that has room there
+    /// by its own wakes a tenant whose job, by its lower one, has none, which is held back and wakes the first
+    /// again through another scope, for ever. A waiter left with room then is woken by the scope's next
+    /// release or the sweep. Not for a copy of a job holding its slots (it holds every scope of the job, whose
+    /// release wakes them all).
     fn pass_others(&mut self, slots: &[Slot], refused: &str) {
         if slots.len() < 2 {
             return;
         }
         for slot in slots.iter().filter(|s| s.scope != refused) {
-            let limit = self.limit(slot);
-            self.wake(&slot.scope, limit);
+            if self.passed.insert(slot.scope.clone()) {
+                let limit = self.limit(slot);
+                self.wake(&slot.scope, limit);
+            }
         }
+    }
+
+    /// A script call begins (the scripts' `begin_call`): what [`CappedSfq::pass_others`] passed on is forgotten.
+    pub fn begin_call(&mut self) {
+        self.passed.clear();
     }
 
     /// The tenant (out of any tier) waits on the slot's scope at `place`: in `over` under an elastic cap

@@ -645,6 +645,7 @@ impl<'a> Lockstep<'a> {
                 let done: Vec<(u64, Option<f64>)> = (acks.iter())
                     .map(|&(_, job)| (job, time.then(|| ran_of(job) as f64)))
                     .collect();
+                self.model.begin_call();
                 self.model.finish_together(&done);
                 self.forget_inflight(p, &acks);
                 let _ = write!(

@@ -35,9 +35,12 @@ local moved_v = {}
 -- Whether a job of several concurrency scopes took its slots in this call (serve.lua's take_slot): holder counts
 -- a wake read earlier in the call may be behind since, so no turn takes them as read.
 local several_taken = false
+-- The scopes a tenant held back in this call passed on (serve.lua's pass_others): each at most once a call.
+local passed = {}
 local function begin_call()
   moved_v = {}
   several_taken = false
+  passed = {}
 end
 
 -- A queue's virtual time: the start tag of the job served last.

@@ -631,12 +631,15 @@ local function pass_on(k, list, entry)
 end
 
 -- A tenant of several scopes held back on `refused` (full): a slot of another scope it may have been woken for
--- goes to the next tenant waiting there (as pass_on does), so no scope is left with room and waiters. Not for
--- a copy of a job holding its slots (CappedSfq::pass_others says why).
+-- goes to the next tenant waiting there (as pass_on does), so no scope is left with room and waiters. Each
+-- scope at most once a call, and not for a copy of a job holding its slots (CappedSfq::pass_others says why).
 local function pass_others(slot, refused)
   if #slot.more == 0 then return end
   for _, s in ipairs(scopes(slot)) do
-    if not same_scope(s, refused) then wake(s, nil, true) end
+    if not same_scope(s, refused) and not passed[s.holders] then
+      passed[s.holders] = true
+      wake(s, nil, true)
+    end
   end
 end
 
