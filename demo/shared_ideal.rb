@@ -68,7 +68,7 @@ module Demo
 
       def finish(now)
         done, @running = @running.partition { |at, _| at <= now + EPS }
-        done.each { |_, t| @in_flight[t] -= 1 }
+        done.map(&:last).each { |tenant| @in_flight[tenant] -= 1 }
       end
 
       def arrived?(now) = @arrivals.any? && @jobs[@arrivals.first][1] <= now + EPS
