@@ -47,6 +47,11 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     expect(result).to include(state: :waiting, tenant: "second", place: :capped)
     expect(result.dig(:held_by, :concurrency)).to include(scope: { key: "partner-api" }, running: 1, limit: 1)
     expect(Sidekiq::FairTenant::WhyText.lines(result).join("\n")).to include("held by key partner-api: running 1/1")
+    # Stats (the Web tab's and `stats`' concurrency list) show both scopes the running job holds, the shared key by
+    # its name.
+    scopes = Sidekiq::FairTenant.stats.concurrency.map { |s| s.slice(:tenant, :queue, :key, :running, :limit) }
+    expect(scopes).to contain_exactly({ key: "partner-api", running: 1, limit: 1 },
+                                      { tenant: "first", queue: "fair", running: 1, limit: 2 })
   end
 
   it "says a job in a live process's in-flight list runs there or goes back within the audit's bound" do

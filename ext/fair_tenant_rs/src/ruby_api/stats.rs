@@ -215,7 +215,7 @@ fn details(ruby: &Ruby, tag: RString, sub: RString, reply: RArray) -> Result<RHa
     ));
     let scope = Scope::from_parts(bytes(tag), bytes(sub));
     let h = ruby.hash_new();
-    if let Some(target) = slots::limit_target(scope.tag(), scope.sub()) {
+    if let Some(target) = slots::scope_target(scope.tag(), scope.sub()) {
         put_target(ruby, h, target)?;
     }
     h.aset(ruby.to_symbol("holders"), holders(ruby, &d.holders)?)?;

@@ -616,6 +616,16 @@ pub fn limit_target(tag: &[u8], field: &[u8]) -> Option<LimitTarget> {
     }
 }
 
+/// What a scope's `(tag, sub)` names, as a limit target: a tenant on a queue, or a custom key (whose sub is
+/// `KEY_SUB`, where a limits entry has `ALL`); `None` for anything this gem did not write.
+pub fn scope_target(tag: &[u8], sub: &[u8]) -> Option<LimitTarget> {
+    if sub == names::KEY_SUB.as_bytes() {
+        let key = tag.strip_prefix(names::KEY_TAG.as_bytes())?;
+        return Some(LimitTarget::Key(key.to_vec()));
+    }
+    limit_target(tag, sub)
+}
+
 /// A scope's holders (jid, lease expiry ms) and how many jobs it has parked.
 pub struct ScopeState {
     pub holders: Vec<(Vec<u8>, u64)>,
@@ -1004,6 +1014,24 @@ mod tests {
             Some(LimitTarget::Key(b"c-1".to_vec()))
         );
         assert_eq!(limit_target(b"junk", ALL), None);
+    }
+
+    #[test]
+    fn scope_targets_name_a_tenants_queue_or_a_key() {
+        let key = Scope::custom(b"partner-api");
+        assert_eq!(
+            scope_target(key.tag(), key.sub()),
+            Some(LimitTarget::Key(b"partner-api".to_vec()))
+        );
+        let tenant = Scope::tenant_queue(b"acme", b"default");
+        assert_eq!(
+            scope_target(tenant.tag(), tenant.sub()),
+            Some(LimitTarget::Tenant(
+                b"acme".to_vec(),
+                Some(b"default".to_vec())
+            ))
+        );
+        assert_eq!(scope_target(b"t:acme", names::KEY_SUB.as_bytes()), None);
     }
 
     #[test]
