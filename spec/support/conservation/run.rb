@@ -223,6 +223,7 @@ module Conservation
         weights.delete(tenant: tenant, queue: queue)
       end
       CAPPED_TENANTS.each { |tenant| Sidekiq::FairTenant.limits.delete(tenant: tenant, queue: "fair") }
+      Sidekiq::FairTenant.limits.delete(key: SHARED_KEY)
       @processes.each { |process| beat(process) }
       @history << "settle: writes, weights, limits, fair-on and heartbeats healed"
       record(:start_process, [%w[fair fair2 plain], true])
