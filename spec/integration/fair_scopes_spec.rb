@@ -140,26 +140,71 @@ RSpec.describe "Several concurrency scopes on a fair queue" do
   end
 end
 
-# Until several scopes are held on queues that are not fair, a push of such a job there is refused from its class,
-# and a job that reaches one all the same (re-pushed by Sidekiq) is held to its first scope.
-RSpec.describe "Several concurrency scopes on a queue that is not fair" do
-  before do
-    redis.flushdb
-    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
+# The same jobs on a queue that is not fair (issue 32's plain-queue half): a job takes a slot in every scope in one
+# call (acquire_all.lua) or parks on one that has no room holding none, and is handed all its slots at once.
+RSpec.describe "Several concurrency scopes on a plain queue" do
+  let(:servers) { [] }
+
+  before { redis.flushdb }
+  after { servers.each(&:stop) }
+
+  def start_server(concurrency:)
+    SidekiqProcess.new(redis_url: ENV.fetch("REDIS_URL"), concurrency: concurrency, queues: %w[plain],
+                       app: File.expand_path("../support/fair_scopes_app.rb", __dir__)).start.tap { |s| servers << s }
   end
 
-  after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
+  def events = redis.lrange(FairScopesApp::EVENTS, 0, -1).map { |e| JSON.parse(e) }
+  def finished = events.count { |e| e["event"] == "finish" }
+  def starts = events.select { |e| e["event"] == "start" }
 
-  it "refuses the push from the class with an ArgumentError naming the class and the queue; nothing is enqueued" do
-    expect { SharedApiJob.set(queue: "plain").perform_async("a", 0) }
-      .to raise_error(ArgumentError, "SharedApiJob: fair_tenant_concurrency with several scopes needs a fair queue " \
-                                     '(c.fair_queues), and "plain" is not one')
-    expect(redis.llen("queue:plain")).to eq(0)
+  def max_running(&keep)
+    running = 0
+    events.select(&keep).sort_by { |e| [e["at"], e["event"] == "start" ? 1 : 0] }
+          .map { |e| running += e["event"] == "start" ? 1 : -1 }.max
   end
 
-  it "lets Sidekiq re-push one (class given by name)" do
-    Sidekiq::Client.push("class" => "SharedApiJob", "queue" => "plain", "args" => ["a", 0],
-                         "fair_tenant_concurrency" => [{ "limit" => 2 }, { "limit" => 3, "key" => "api_scope" }])
-    expect(redis.llen("queue:plain")).to eq(1)
+  def scope_key(scope, suffix) = "sidekiq-fair_tenant:slots:#{scope[0].bytesize}:#{scope[0]}:#{scope[1]}:#{suffix}"
+  def api_scope = Sidekiq::FairTenant::Native::Slots.key_scope("partner-api")
+  def tenant_scope(tenant) = Sidekiq::FairTenant::Native::Slots.tenant_scope(tenant, "plain")
+
+  it "holds every job to its tenant's limit and the shared one, and gives every slot back" do
+    2.times { start_server(concurrency: 5) }
+    %w[a b c d].each { |tenant| 12.times { SharedApiJob.set(queue: "plain").perform_async(tenant, 100) } }
+    wait_for("48 jobs", timeout: 90) { finished == 48 }
+
+    expect(max_running { |_| true }).to eq(3)
+    %w[a b c d].each { |tenant| expect(max_running { |e| e["tenant"] == tenant }).to be <= 2 }
+    expect(starts.map { |e| e["jid"] }.uniq.size).to eq(48)
+    wait_for("every slot given back") do
+      [api_scope, *%w[a b c d].map { |t| tenant_scope(t) }].all? do |scope|
+        redis.zcard(scope_key(scope, "holders")).zero? && redis.zcard(scope_key(scope, "parked")).zero?
+      end
+    end
+  end
+
+  it "parks a job on the full scope holding none of its others, and hands it every slot at once" do
+    SharedLeaseJob.set(queue: "plain").perform_async("a", 30_000)
+    holder = start_server(concurrency: 2)
+    wait_for("a's job running") { redis.zcard(scope_key(api_scope, "holders")) == 1 }
+    SharedLeaseJob.set(queue: "plain").perform_async("b", 10)
+    wait_for("b parked on the shared scope") { redis.zcard(scope_key(api_scope, "parked")) == 1 }
+    expect(redis.zcard(scope_key(tenant_scope("b"), "holders"))).to eq(0) # nothing held while it waits
+
+    holder.kill!
+    start_server(concurrency: 2)
+    wait_for("b's job done", timeout: 30) { events.any? { |e| e["event"] == "finish" && e["tenant"] == "b" } }
+    expect(redis.zcard(scope_key(api_scope, "parked"))).to eq(0)
+  end
+
+  it "never deadlocks two classes naming the same two scopes in opposite orders" do
+    start_server(concurrency: 6)
+    20.times do |i|
+      FirstOrderJob.set(queue: "plain").perform_async("t#{i % 4}", 30)
+      OtherOrderJob.set(queue: "plain").perform_async("u#{i % 4}", 30)
+    end
+    wait_for("40 jobs", timeout: 60) { finished == 40 }
+
+    expect(max_running { |_| true }).to eq(1) # both keys have a limit of one, and every job takes both
+    expect(starts.map { |e| e["jid"] }.uniq.size).to eq(40)
   end
 end

@@ -49,6 +49,10 @@ pub const DROPPED: &str = "~";
 /// A scope's runs given up whose lost acquire had not reached Redis yet: run -> 1, the hash expiring
 /// `GONE_TTL_MS` after its last write; such an acquire, when it comes, takes nothing.
 pub const GONE: &str = ":gone";
+/// A scope's parked jobs of several scopes (issue 32, plain queues): jid -> every scope of the job, packed with
+/// cmsgpack as `{ {base, sub, limits key, default limit, lease ms}, ... }`, so a hand-over takes a slot in
+/// each at once, or moves the job to park on the one that refuses.
+pub const OTHERS: &str = ":others";
 pub const GONE_TTL_MS: u64 = 600_000;
 /// Most parked jobs one script call hands a slot (release, sweep, a runtime limit), and most payload bytes
 /// (the job that crosses it still goes): the rest go in further calls.
@@ -317,6 +321,7 @@ pub const NAMES: &[Name] = &[
     s("HANDED", HANDED, Literal),
     s("DROPPED", DROPPED, Literal),
     s("GONE", GONE, Lua),
+    s("OTHERS", OTHERS, Lua),
     n("GONE_TTL_MS", GONE_TTL_MS, &[]),
     n("HAND_OVER_BATCH", HAND_OVER_BATCH, &[]),
     n("HAND_OVER_BYTES", HAND_OVER_BYTES, &[]),

@@ -38,6 +38,32 @@ fn running_slots(running: RArray) -> Result<Vec<Running>, Error> {
     Ok(entries)
 }
 
+/// The slots of one run of a job of several scopes: `scopes` an Array of `[tag, sub, lease_ms, default_limit]`.
+fn several_slots(
+    ruby: &Ruby,
+    scopes: RArray,
+    jid: RString,
+    run: RString,
+) -> Result<Vec<Slot>, Error> {
+    if scopes.is_empty() {
+        return Err(argument_error(ruby, "a job of several scopes names none"));
+    }
+    let (jid, run) = (bytes(jid), bytes(run));
+    let mut slots = Vec::with_capacity(scopes.len());
+    for item in scopes.into_iter() {
+        let (tag, sub, lease_ms, default_limit): (RString, RString, u64, u64) =
+            magnus::TryConvert::try_convert(item)?;
+        slots.push(Slot {
+            scope: Scope::from_parts(bytes(tag), bytes(sub)),
+            jid: jid.clone(),
+            run: run.clone(),
+            lease_ms,
+            default_limit,
+        });
+    }
+    Ok(slots)
+}
+
 #[magnus::wrap(class = "Sidekiq::FairTenant::Native::Slots", free_immediately, size)]
 pub struct RbSlots(Arc<Handle>);
 
@@ -175,6 +201,54 @@ impl RbSlots {
         call(ruby, slots::forget_call(&slot.request(), &payload, &queue))
     }
 
+    /// `[keys, argv]` of `acquire_all` for one run of a job of several scopes: `scopes` an Array of
+    /// `[tag, sub, lease_ms, default_limit]`, its first scope first.
+    fn acquire_all_call(
+        ruby: &Ruby,
+        scopes: RArray,
+        jid: RString,
+        run: RString,
+        payload: RString,
+        enqueued_at: f64,
+    ) -> Result<RArray, Error> {
+        let slots = several_slots(ruby, scopes, jid, run)?;
+        let reqs: Vec<_> = slots.iter().map(Slot::request).collect();
+        call(
+            ruby,
+            slots::acquire_all_call(&reqs, &bytes(payload), enqueued_at),
+        )
+    }
+
+    /// `[keys, argv]` of `release_all` for the run's slots of a job of several scopes.
+    fn release_all_call(
+        ruby: &Ruby,
+        scopes: RArray,
+        jid: RString,
+        run: RString,
+    ) -> Result<RArray, Error> {
+        let slots = several_slots(ruby, scopes, jid, run)?;
+        let reqs: Vec<_> = slots.iter().map(Slot::request).collect();
+        call(ruby, slots::release_all_call(&reqs, None))
+    }
+
+    /// `[keys, argv]` of `release_all` for a run given up after its acquire_all's reply was lost: what that call
+    /// may have taken given back (its slots, its parked copy `payload`, that copy handed over to `queue`).
+    fn forget_all_call(
+        ruby: &Ruby,
+        scopes: RArray,
+        (jid, run): (RString, RString),
+        payload: RString,
+        queue: RString,
+    ) -> Result<RArray, Error> {
+        let slots = several_slots(ruby, scopes, jid, run)?;
+        let reqs: Vec<_> = slots.iter().map(Slot::request).collect();
+        let (payload, queue) = (bytes(payload), bytes(queue));
+        call(
+            ruby,
+            slots::release_all_call(&reqs, Some((&payload, &queue))),
+        )
+    }
+
     /// `[keys, argv]` of the renew script for `running`: an Array of `[tag, sub, jid, lease_ms]`.
     fn renew_call(ruby: &Ruby, running: RArray) -> Result<RArray, Error> {
         call(ruby, slots::renew_call(&running_slots(running)?))
@@ -263,6 +337,18 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("release_call", magnus::function!(RbSlots::release_call, 6))?;
     class.define_singleton_method("forget_call", magnus::function!(RbSlots::forget_call, 8))?;
     class.define_singleton_method("acquired", magnus::function!(RbSlots::acquired, 1))?;
+    class.define_singleton_method(
+        "acquire_all_call",
+        magnus::function!(RbSlots::acquire_all_call, 5),
+    )?;
+    class.define_singleton_method(
+        "release_all_call",
+        magnus::function!(RbSlots::release_all_call, 3),
+    )?;
+    class.define_singleton_method(
+        "forget_all_call",
+        magnus::function!(RbSlots::forget_all_call, 4),
+    )?;
     class.define_singleton_method("renew_call", magnus::function!(RbSlots::renew_call, 1))?;
     class.define_singleton_method("sweep_call", magnus::function!(RbSlots::sweep_call, 1))?;
     class.define_singleton_method("tags_key", magnus::function!(slots::tags_key, 0))?;

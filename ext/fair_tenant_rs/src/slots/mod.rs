@@ -80,6 +80,28 @@ macro_rules! give_back_source {
     };
 }
 
+/// The source of a script for a job of several scopes (`acquire_all.lua`, `release_all.lua`): a release's, with
+/// `lua/slots/several.lua`'s reading of its scopes.
+macro_rules! several_source {
+    ($file:literal) => {
+        LazyLock::new(|| {
+            let fair = names::script(&[
+                include_str!("../lua/fair/common.lua"),
+                include_str!("../lua/fair/serve.lua"),
+            ]);
+            names::script(&[
+                include_str!("../lua/slots/common.lua"),
+                FAIR_WAKE_OPEN,
+                &fair,
+                FAIR_WAKE_CLOSE,
+                include_str!("../lua/slots/give_back.lua"),
+                include_str!("../lua/slots/several.lua"),
+                include_str!($file),
+            ])
+        })
+    };
+}
+
 /// `fair_wake(slot, limit, tokens)`: `wake` of `lua/fair/serve.lua`, its sources set up when it is called.
 const FAIR_WAKE_OPEN: &str = "local function fair_wake(slot, limit, tokens)\n";
 const FAIR_WAKE_CLOSE: &str = "\nreturn wake(slot, limit, tokens)\nend\n";
@@ -87,12 +109,16 @@ const FAIR_WAKE_CLOSE: &str = "\nreturn wake(slot, limit, tokens)\nend\n";
 // Run here, or on Sidekiq's own connection by Ruby ([`script`]).
 static ACQUIRE_SOURCE: LazyLock<String> = give_back_source!("../lua/slots/acquire.lua");
 static RELEASE_SOURCE: LazyLock<String> = give_back_source!("../lua/slots/release.lua");
+static ACQUIRE_ALL_SOURCE: LazyLock<String> = several_source!("../lua/slots/acquire_all.lua");
+static RELEASE_ALL_SOURCE: LazyLock<String> = several_source!("../lua/slots/release_all.lua");
 static RENEW_SOURCE: LazyLock<String> = slot_source!("../lua/slots/renew.lua");
 static SWEEP_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/sweep.lua");
 static SET_LIMIT_SOURCE: LazyLock<String> = slot_and_fair_source!("../lua/slots/set_limit.lua");
 static DETAILS_SOURCE: LazyLock<String> = slot_source!("../lua/slots/details.lua");
 static ACQUIRE: LazyLock<Script> = LazyLock::new(|| Script::new(&ACQUIRE_SOURCE));
 static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_SOURCE));
+static ACQUIRE_ALL: LazyLock<Script> = LazyLock::new(|| Script::new(&ACQUIRE_ALL_SOURCE));
+static RELEASE_ALL: LazyLock<Script> = LazyLock::new(|| Script::new(&RELEASE_ALL_SOURCE));
 static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(&RENEW_SOURCE));
 static SWEEP: LazyLock<Script> = LazyLock::new(|| Script::new(&SWEEP_SOURCE));
 static SET_LIMIT: LazyLock<Script> = LazyLock::new(|| Script::new(&SET_LIMIT_SOURCE));
@@ -414,11 +440,13 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 }
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
-/// `acquire`, `release`, `renew`, `sweep`, `set_limit` or `details`.
+/// `acquire`, `release`, `acquire_all`, `release_all`, `renew`, `sweep`, `set_limit` or `details`.
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
         "release" => Some((RELEASE.get_hash(), RELEASE_SOURCE.as_str())),
+        "acquire_all" => Some((ACQUIRE_ALL.get_hash(), ACQUIRE_ALL_SOURCE.as_str())),
+        "release_all" => Some((RELEASE_ALL.get_hash(), RELEASE_ALL_SOURCE.as_str())),
         "renew" => Some((RENEW.get_hash(), RENEW_SOURCE.as_str())),
         "sweep" => Some((SWEEP.get_hash(), SWEEP_SOURCE.as_str())),
         "set_limit" => Some((SET_LIMIT.get_hash(), SET_LIMIT_SOURCE.as_str())),
@@ -459,6 +487,69 @@ pub fn forget_call(
 ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let (keys, mut args) = release_call(req);
     args.extend([payload.to_vec(), queue.to_vec()]);
+    (keys, args)
+}
+
+/// The KEYS and ARGV every scope of a job of several adds to `acquire_all.lua` and `release_all.lua`
+/// (`lua/slots/several.lua`), its first scope first.
+fn several_parts(reqs: &[Request<'_>], keys: &mut Vec<Vec<u8>>, args: &mut Vec<Vec<u8>>) {
+    for req in reqs {
+        let s = req.scope;
+        keys.extend([
+            s.holders(),
+            s.parked(),
+            limits_key(&s.tag),
+            s.waiting(),
+            s.runs(),
+            s.waits(),
+            s.gone(),
+            meta(&s.tag),
+        ]);
+        args.extend([
+            req.lease_ms.to_string().into_bytes(),
+            req.default_limit.to_string().into_bytes(),
+            s.sub.clone(),
+            s.tag.clone(),
+        ]);
+    }
+}
+
+/// `(KEYS, ARGV)` of `acquire_all.lua`: one run of a job of several scopes (the same jid and run in each
+/// request) asking for a slot in every one at once.
+pub fn acquire_all_call(
+    reqs: &[Request<'_>],
+    payload: &[u8],
+    enqueued_at: f64,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let first = &reqs[0];
+    let mut keys = Vec::with_capacity(reqs.len() * 8);
+    let mut args = vec![
+        first.jid.to_vec(),
+        first.run.to_vec(),
+        payload.to_vec(),
+        enqueue_score_ms(enqueued_at).to_string().into_bytes(),
+    ];
+    several_parts(reqs, &mut keys, &mut args);
+    (keys, args)
+}
+
+/// `(KEYS, ARGV)` of `release_all.lua`: the run's slots of a job of several scopes freed, or, with
+/// `forget` (`(payload, queue)`: its acquire_all's reply was lost and it ran without them), what that call
+/// may have taken given back.
+pub fn release_all_call(
+    reqs: &[Request<'_>],
+    forget: Option<(&[u8], &[u8])>,
+) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let first = &reqs[0];
+    let (payload, queue) = forget.unwrap_or((b"", b""));
+    let mut keys = Vec::with_capacity(reqs.len() * 8);
+    let mut args = vec![
+        first.jid.to_vec(),
+        first.run.to_vec(),
+        payload.to_vec(),
+        queue.to_vec(),
+    ];
+    several_parts(reqs, &mut keys, &mut args);
     (keys, args)
 }
 

@@ -61,11 +61,16 @@ module Sidekiq
 
       # `deferrable`: the release may wait for the thread's next acquire (Releases).
       def run(slot, deferrable: false)
-        Slots.running(slot)
+        each_slot(slot) { |one| Slots.running(one) }
         yield
       ensure
-        Slots.finished(slot)
+        each_slot(slot) { |one| Slots.finished(one) }
         Releases.finished(slot, deferrable)
+      end
+
+      # Each Slot of `slot` (a Slot, or a SlotCalls::Several): the heartbeat renews each scope's lease.
+      def each_slot(slot, &block)
+        slot.is_a?(SlotCalls::Several) ? slot.slots.each(&block) : yield(slot)
       end
 
       # A job whose slots a fair queue's fetch took: their leases are renewed while it runs; the fetcher gives
@@ -88,24 +93,17 @@ module Sidekiq
         end
       end
 
-      # On a queue that is not fair, a job is held to its first scope (several are held on fair queues only).
+      # The job's Slot, or a SlotCalls::Several of one Slot per scope (one run token for all), or nil (no scope).
       def slot_for(worker, job)
-        scopes = SlotScope.resolve_all(worker.class, job)
-        several_on_plain(job) if scopes.size > 1
-        options, tag, sub = scopes.first
-        tag && Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit, SecureRandom.hex(8))
+        run = SecureRandom.hex(8)
+        slots = SlotScope.resolve_all(worker.class, job).map do |options, tag, sub|
+          Slot.new(tag, sub, job["jid"].to_s, options.lease_ms, options.limit, run)
+        end
+        slots.size > 1 ? SlotCalls::Several.new(slots) : slots.first
       rescue StandardError => e
         class_name = JobInfo.class_name(worker.class, job)
         FairTenant.warn(:slot_scope, class_name) { "#{e.class}: #{e.message}; job #{job["jid"]} runs without a slot" }
         nil
-      end
-
-      def several_on_plain(job)
-        class_name = JobInfo.class_name(job["class"], job)
-        FairTenant.warn(:several_scopes, class_name) do
-          "#{class_name}: several fair_tenant_concurrency scopes are held on fair queues only; job #{job["jid"]} " \
-            "on #{job["queue"].to_s.inspect} is held to its first scope"
-        end
       end
 
       # [outcome, deferrable]. The call carries the release the thread's previous job left (Releases.carried).
@@ -113,7 +111,7 @@ module Sidekiq
       # the script took the slot: it is given back (release is idempotent) and the exception goes on. A carried
       # release whose call got no answer is sent again alone.
       def acquire(slot, payload, job)
-        carried = Releases.carried
+        carried = Releases.carried unless slot.is_a?(SlotCalls::Several) # (whose release is never deferred)
         outcome, deferrable, handed = take(slot, payload, job, carried)
         if handed # answered: the carried release was done
           Releases.instrument(carried, handed) if carried

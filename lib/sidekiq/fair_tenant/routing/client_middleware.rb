@@ -19,7 +19,6 @@ module Sidekiq
       COUNTED = "fair_tenant_counted"
 
       def call(worker, job, _queue, _redis_pool = nil)
-        several_scopes(worker, job) if job["fair_tenant_concurrency"].is_a?(Array)
         raw = job["fair_tenant_queues"]
         # Scheduled: counted and routed when the poller pushes it to its queue. Already counted:
         # a retry, a "retry now" from the Web UI or a scheduled job's second pass.
@@ -90,16 +89,6 @@ module Sidekiq
         return tenant if tenant.encoding == Encoding::UTF_8 && tenant.valid_encoding?
 
         tenant.dup.force_encoding(Encoding::UTF_8).scrub
-      end
-
-      # Several concurrency scopes are held on fair queues only (so far): pushed from its class to a queue that is not
-      # fair, such a job raises ArgumentError; re-pushed by Sidekiq (a retry), it goes, and is held to its first
-      # scope (ServerMiddleware, one warning).
-      def several_scopes(worker, job)
-        return if job["fair_tenant_concurrency"].size < 2 || FairQueues.fair?(job["queue"]) || !worker.is_a?(Class)
-
-        raise ArgumentError, "#{JobInfo.class_name(worker, job)}: fair_tenant_concurrency with several scopes needs " \
-                             "a fair queue (c.fair_queues), and #{job["queue"].to_s.inspect} is not one"
       end
 
       def warn_no_tenant(class_name)

@@ -77,15 +77,8 @@ if free > 0 and not held then
 end
 
 -- No slot for this job (or older jobs wait for one): park it durably with its own terms, remember the scope
--- for the sweep, and hand any free slot to the oldest parked jobs. Sidekiq 8's enqueue times are whole
--- milliseconds, shared by the jobs pushed within one: such a job parks 1/4096 ms (exact in a double
--- at today's epoch) after the last one parked with its time, so they are handed over in the order they came.
-if score == math.floor(score) then
-  local last = redis.call('ZREVRANGEBYSCORE', parked, string.format('(%.17g', score + 1), score, 'WITHSCORES',
-    'LIMIT', 0, 1)
-  if last[2] then score = math.min(tonumber(last[2]) + 1 / 4096, score + 4095 / 4096) end
-end
-redis.call('ZADD', parked, score, ARGV[6])
+-- for the sweep, and hand any free slot to the oldest parked jobs.
+redis.call('ZADD', parked, park_score(parked, score), ARGV[6])
 redis.call('HSET', s.waits, jid, run .. K_META_SEPARATOR .. ARGV[3] .. K_META_SEPARATOR .. ARGV[2])
 redis.call('HSET', meta, ARGV[4], ARGV[3] .. K_META_SEPARATOR .. ARGV[2])
 redis.call('SADD', tags, ARGV[5])

@@ -65,6 +65,18 @@ local function take_back(queue, payload)
   return false
 end
 
+-- The score a job enqueued at `score` (ms) parks with in `parked`. Sidekiq 8's enqueue times are whole
+-- milliseconds, shared by the jobs pushed within one: such a job parks 1/4096 ms (exact in a double at today's
+-- epoch) after the last one parked with its time, so they are handed over in the order they came.
+local function park_score(parked, score)
+  if score == math.floor(score) then
+    local last = redis.call('ZREVRANGEBYSCORE', parked, string.format('(%.17g', score + 1), score, 'WITHSCORES',
+      'LIMIT', 0, 1)
+    if last[2] then score = math.min(tonumber(last[2]) + 1 / 4096, score + 4095 / 4096) end
+  end
+  return score
+end
+
 -- Drops expired leases (and their runs), the holders left.
 local function reclaim(s, now)
   local expired = redis.call('ZRANGEBYSCORE', s.holders, '-inf', now)
@@ -73,19 +85,75 @@ local function reclaim(s, now)
   return #expired
 end
 
+-- Jobs of several scopes (issue 32, plain queues; acquire_all.lua): the hash beside a scope's holders where each
+-- of its parked jobs of several scopes keeps the list of all its scopes (K_OTHERS).
+local function others_key(s)
+  return string.sub(s.holders, 1, #s.holders - #K_HOLDERS) .. K_OTHERS
+end
+
+-- A scope of such a list, {base, sub, limits key, default limit, lease ms, tag}, as hand_over and park_in use it.
+local function listed_scope(e)
+  local s = slot_keys(e[1], e[2], e[3], e[4], e[5])
+  s.meta, s.tag = e[1] .. K_META, e[6]
+  return s
+end
+
+-- Room in scope `s` for `jid`, enqueued at `score`: a free slot (expired leases dropped only when none is), no
+-- slot of the jid there already (another run's), and no older job parked there.
+local function room_for(s, jid, score, now)
+  local limit = effective_limit(s.limits, s.sub, s.default)
+  if redis.call('ZCARD', s.holders) >= limit then
+    reclaim(s, now)
+    if redis.call('ZCARD', s.holders) >= limit then return false end
+  end
+  if redis.call('ZSCORE', s.holders, jid) then return false end
+  local oldest = redis.call('ZRANGE', s.parked, 0, 0, 'WITHSCORES')
+  return oldest[1] == nil or score < tonumber(oldest[2])
+end
+
+-- Parks a job of several scopes on `s` (one that refused it), holding nothing: its payload at `score`, its terms,
+-- its list of scopes (`packed`), and the scope registered for the sweep.
+local function park_in(s, jid, run, payload, score, packed)
+  redis.call('ZADD', s.parked, score, payload)
+  redis.call('HSET', s.waits, jid, run .. K_META_SEPARATOR .. s.default .. K_META_SEPARATOR .. s.lease)
+  redis.call('HSET', others_key(s), jid, packed)
+  redis.call('HSET', s.meta, s.sub, s.default .. K_META_SEPARATOR .. s.lease)
+  redis.call('SADD', K_SLOT_TAGS_KEY, s.tag)
+end
+
+-- The scopes of a parked job of several (its K_OTHERS entry), or nil for a job of one scope (or an entry that
+-- cannot be read: the job is then handed its slot in this scope alone, as a job of one).
+local function listed(s, jid)
+  local packed = redis.call('HGET', others_key(s), jid)
+  if not packed then return nil end
+  local ok, list = pcall(cmsgpack.unpack, packed)
+  if not ok or type(list) ~= 'table' then return nil end
+  for _, e in ipairs(list) do
+    if type(e) ~= 'table' or type(e[1]) ~= 'string' or type(e[2]) ~= 'string' or type(e[3]) ~= 'string'
+        or type(e[6]) ~= 'string' or not finite(e[4], 0) or not finite(e[5], 1) then
+      return nil
+    end
+  end
+  return list, packed
+end
+
 -- Gives free slots to the oldest parked jobs, each under its own limit: the oldest goes while the holders are
 -- below its limit (a runtime override beats every job's own), and it stops the hand-over when they are not
 -- (hand-overs stay oldest first). Its lease is taken on its behalf (runs: K_HANDED .. the run that parked it)
--- and it goes back to the front of its queue (Sidekiq pops from the right). At most K_HAND_OVER_BATCH jobs and
--- K_HAND_OVER_BYTES bytes of payload per call. Returns the jobs handed a slot and 1 when more could go now.
+-- and it goes back to the front of its queue (Sidekiq pops from the right). A job of several scopes is handed a
+-- slot in every one at once when all have room for it, else it moves to park on the first that refuses (its
+-- enqueue score kept), holding none. At most K_HAND_OVER_BATCH jobs handed or moved and K_HAND_OVER_BYTES bytes
+-- of payload per call. Returns the jobs handed a slot and 1 when more could go now.
 local function hand_over(s, now)
   reclaim(s, now)
   local running = redis.call('ZCARD', s.holders)
-  local handed, bytes = 0, 0
+  local handed, moved, bytes = 0, 0, 0
   while true do
-    local head = redis.call('ZRANGE', s.parked, 0, 0)[1]
+    local head = redis.call('ZRANGE', s.parked, 0, 0, 'WITHSCORES')
+    local score
+    head, score = head[1], tonumber(head[2])
     if head == nil then return handed, 0 end
-    if handed >= K_HAND_OVER_BATCH or bytes >= K_HAND_OVER_BYTES then return handed, 1 end
+    if handed + moved >= K_HAND_OVER_BATCH or bytes >= K_HAND_OVER_BYTES then return handed, 1 end
     bytes = bytes + #head
     local ok, job = pcall(cjson.decode, head)
     if not (ok and parked_job(job)) then
@@ -99,13 +167,32 @@ local function hand_over(s, now)
       if running >= effective_limit(s.limits, s.sub, default) or redis.call('ZSCORE', s.holders, jid) then
         return handed, 0
       end
+      local list, packed = listed(s, jid)
+      local others, refusing = {}, nil
+      for _, e in ipairs(list or {}) do
+        local o = listed_scope(e)
+        if o.holders ~= s.holders then
+          others[#others + 1] = o
+          if not refusing and not room_for(o, jid, score, now) then refusing = o end
+        end
+      end
       redis.call('ZREM', s.parked, head)
       redis.call('HDEL', s.waits, jid)
-      redis.call('ZADD', s.holders, now + (finite(lease, 1) or K_DEFAULT_LEASE_MS), jid)
-      redis.call('HSET', s.runs, jid, K_HANDED .. (run or ''))
-      redis.call('SADD', 'queues', job.queue)
-      redis.call('RPUSH', 'queue:' .. job.queue, head)
-      running, handed = running + 1, handed + 1
+      if list then redis.call('HDEL', others_key(s), jid) end
+      if refusing then
+        park_in(refusing, jid, run or '', head, score, packed)
+        moved = moved + 1
+      else
+        redis.call('ZADD', s.holders, now + (finite(lease, 1) or K_DEFAULT_LEASE_MS), jid)
+        redis.call('HSET', s.runs, jid, K_HANDED .. (run or ''))
+        for _, o in ipairs(others) do
+          redis.call('ZADD', o.holders, now + (finite(o.lease, 1) or K_DEFAULT_LEASE_MS), jid)
+          redis.call('HSET', o.runs, jid, K_HANDED .. (run or ''))
+        end
+        redis.call('SADD', 'queues', job.queue)
+        redis.call('RPUSH', 'queue:' .. job.queue, head)
+        running, handed = running + 1, handed + 1
+      end
     end
   end
 end
