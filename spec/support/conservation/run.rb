@@ -11,6 +11,7 @@ require_relative "process_steps"
 require_relative "setting_steps"
 require_relative "fault_steps"
 require_relative "slot_steps"
+require_relative "plain_slot_steps"
 require_relative "slot_checks"
 require_relative "checks"
 
@@ -28,6 +29,7 @@ module Conservation
     include SettingSteps
     include FaultSteps
     include SlotSteps
+    include PlainSlotSteps
     include SlotChecks
     include Checks
 
@@ -192,6 +194,7 @@ module Conservation
         record(:fetch, final, idle: false)
         if final.units.empty?
           idle += 1
+          record(:lease_time_passes) # a crashed process's plain slots come back, to jobs parked for them
         else
           idle = 0
           record(:finish, final)
@@ -233,9 +236,33 @@ module Conservation
     # recovery of a crashed process (its heartbeat gone, its identity registered).
     def check_settled
       view = check
+      dump_state if ENV["CONSERVATION_DUMP"]
       stranded(view)
       @found.each { |kind, message| note_violation(kind, message) } # (after the loop: its findings too)
       @found.clear
+    end
+
+    # CONSERVATION_DUMP=1: every key but Sidekiq's own (the first items of lists, to stderr) at the end, to read
+    # what holds a stranded job.
+    def dump_state
+      sidekiq_redis do |conn|
+        conn.call("KEYS", "*").sort.each do |key|
+          next if key.match?(/\A(processes|queues|dead|stat)/)
+
+          warn "#{key.inspect} #{conn.call("TYPE", key)}: #{read_key(conn, key).inspect[0, 400]}"
+        end
+        warn "TIME #{conn.call("TIME").inspect}"
+      end
+    end
+
+    def read_key(conn, key)
+      case conn.call("TYPE", key)
+      when "zset" then conn.call("ZRANGE", key, 0, -1, "WITHSCORES")
+      when "hash" then conn.call("HGETALL", key)
+      when "set" then conn.call("SMEMBERS", key)
+      when "list" then conn.call("LRANGE", key, 0, 3)
+      when "string" then conn.call("GET", key)
+      end
     end
 
     def stranded(view)

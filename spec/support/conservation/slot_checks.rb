@@ -31,11 +31,14 @@ module Conservation
       !unit.stale && (unit.scopes || []).any? { |s| s.first(2) == scope }
     end
 
-    # The runtime limit in force for a scope of the run's jobs (its tenant's in `fair`, or the shared key's).
+    # The runtime limit in force for a scope of the run's jobs (its tenant's in the queue its sub names, or the
+    # shared key's).
     def scope_limit(scope, tenant)
       limits = Sidekiq::FairTenant.limits
       shared = Sidekiq::FairTenant::Native::Slots.key_scope(Conservation::SHARED_KEY)
-      scope == shared ? limits.get(key: Conservation::SHARED_KEY) : limits.get(tenant: tenant, queue: "fair")
+      return limits.get(key: Conservation::SHARED_KEY) if scope == shared
+
+      limits.get(tenant: tenant, queue: scope[1].delete_prefix(Sidekiq::FairTenant::Native::Names::QUEUE_SUB))
     end
 
     # The jids holding an unexpired lease of the scope.

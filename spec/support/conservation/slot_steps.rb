@@ -115,6 +115,8 @@ module Conservation
     # through the server middleware (its fair-queue path: the heartbeat renews the lease while the job runs),
     # paused inside the job until it ends (job_returns). Checked first: it starts under its limit.
     def job_starts(process, held, carried)
+      return plain_starts(process, held) unless held.entry
+
       held_jid = Thread.current[Sidekiq::FairTenant::HeldSlot::KEY]
       return if held_jid.nil? || !held.entry
 

@@ -44,6 +44,7 @@ module Conservation
       when 50...62 then [ConservedCappedJob, "fair"]
       when 62...70 then [ConservedSharedJob, "fair"]
       when 70...85 then [ConservedJob, "fair2"]
+      when 85...90 then [ConservedSharedJob, "plain"] # several scopes on a plain queue (acquire_all.lua)
       else [ConservedJob, "plain"]
       end
     end
@@ -112,7 +113,10 @@ module Conservation
       id = RedisView.id_of(unit.job)
       entry = unit.respond_to?(:entry) ? unit.entry.b : nil
       held = Held.new(id: id, unit: unit, entry: entry, stale: false)
-      job_starts(process, held, carried)
+      if job_starts(process, held, carried) == :parked
+        @notes[:parked_plain] += 1
+        return "fetch #{process.identity}: #{id} plain #{unit.queue}, parked for a slot"
+      end
       process.units << held
       job = @jobs[id]
       @notes[:fetched] += 1

@@ -505,7 +505,10 @@ local function hold_back(k, queue, from, member, tag, slot, limit, running, copy
   end
   redis.call('ZADD', to, tag, member)
   wait_add(slot.waiting, tag, waiting_entry(k, queue, to, member))
-  if running == 0 then register(slot) end -- a limit of 0: no holder registered it
+  -- Registered for the sweep whoever holds the scope: a limit of 0 (no holder registered it), or holders taken by
+  -- a plain queue's runs (acquire.lua registers a scope only when it parks): a holder that dies never releases,
+  -- and only the sweep would then see its lease end and wake this tenant.
+  register(slot)
 end
 
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
