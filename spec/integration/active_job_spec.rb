@@ -30,6 +30,17 @@ class AjFairJob < ActiveJob::Base
   def perform(_shop, _index); end
 end
 
+# Several concurrency scopes (issue 32): its shop's, and one every shop shares.
+class AjScopedJob < ActiveJob::Base
+  queue_as :fair_aj
+  sidekiq_options fair_tenant_concurrency: [{ limit: 2 }, { limit: 3, key: :api_scope }]
+
+  def self.fair_tenant(shop, _index) = "shop-#{shop}"
+  def self.api_scope(*) = "partner-api"
+
+  def perform(_shop, _index); end
+end
+
 RSpec.describe "ActiveJob on the Sidekiq adapter" do
   # ActiveJob 7.1+ (Rails 7.2 on Debian forky): a bulk enqueue goes through Sidekiq's push_bulk.
   if ActiveJob.respond_to?(:perform_all_later)
@@ -105,6 +116,28 @@ RSpec.describe "ActiveJob on the Sidekiq adapter" do
     expect(queue_size("vip")).to eq(1)
     expect(queue_size("slow")).to eq(2)
     expect(queue_size("other")).to eq(2)
+  end
+
+  it "carries every concurrency scope of a job of several into a fair queue, its shop's first" do
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair_aj] }
+    AjScopedJob.perform_later("a", 1)
+
+    job = JSON.parse(redis.lrange("#{Sidekiq::FairTenant::FairQueues.base("fair_aj")}t:shop-a", 0, 0).first)
+    slots = Sidekiq::FairTenant::Native::Slots
+    expect(job[Sidekiq::FairTenant::SlotScope::FIELD].first(3)).to eq([*slots.tenant_scope("shop-a", "fair_aj"), 2])
+    expect(job[Sidekiq::FairTenant::SlotScope::MORE_FIELD].map { |s| s.first(3) })
+      .to eq([[*slots.key_scope("partner-api"), 3]])
+  ensure
+    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
+  end
+
+  it "refuses two concurrency scopes that are one, naming the class" do
+    expect do
+      Class.new(ActiveJob::Base) do
+        def self.name = "TwiceAjJob"
+        sidekiq_options fair_tenant_concurrency: [{ limit: 2 }, { limit: 3 }]
+      end
+    end.to raise_error(ArgumentError, /TwiceAjJob: invalid fair_tenant_concurrency/)
   end
 
   it "validates rules declared through ActiveJob's sidekiq_options" do
