@@ -108,7 +108,7 @@ RSpec.describe "Several concurrency scopes on a plain queue, call by call" do
     out, err, status = cli.call("stats", "--concurrency")
     expect(status.exitstatus).to eq(0), err
     expect(out).to match(%r{^key partner-api\trunning 1/1\tparked 1 oldest}) # (its limit known once a job parked)
-    expect(out).to match(/^tenant acme queue plain\trunning 1\/default\tparked 0/)
+    expect(out).to match(%r{^tenant acme queue plain\trunning 1/default\tparked 0})
     expect(cli.call("limits", "set", "--key", "partner-api", "2")[0]).to eq("limit set; 1 parked job(s) released\n")
     expect([queued, holders(api).sort, holders(tenant).sort]).to eq([["b"], %w[a b], %w[a b]])
   end
