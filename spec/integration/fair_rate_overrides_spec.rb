@@ -2,6 +2,7 @@
 
 require "spec_helper"
 require_relative "../support/rated_fair"
+require_relative "../support/fair_scopes_app"
 
 # Runtime rate overrides (FairTenant.rates): they replace a scope's windows from the next start on, and take
 # effect at once for tenants already waiting for a window.
@@ -39,6 +40,20 @@ RSpec.describe "Runtime rate overrides" do
           .to raise_error(ArgumentError, /\ASidekiq::FairTenant\.rates: /) { |e| expect(e.message).to match(reason) }
       end
     expect { rates.set("1/1", tenant: "a", key: "b") }.to raise_error(ArgumentError, /give tenant:/)
+  end
+
+  it "holds every tenant to an override of a shared rate scope (a window with its own key), beside their own" do
+    %w[a b].each { |tenant| 3.times { SharedRateJob.perform_async(tenant, 0) } }
+    rates.set("2/60", key: "partner-api") # the shared window was 4 a second
+    fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
+    served = Array.new(2) { fetch.retrieve_work.tap(&:acknowledge) }
+    expect(served.map { |unit| tenant_of(unit) }).to contain_exactly("a", "b") # fair order inside the shared scope
+    expect(fetch.retrieve_work).to be_nil # a and b have their own room (5 a second), the shared scope none
+    expect(rated_tenants).to contain_exactly("a", "b")
+
+    rates.delete(key: "partner-api") # back to the class's 4 a second: two more start at once
+    expect(Array.new(2) { fetch.retrieve_work&.tap(&:acknowledge) }.compact.size).to eq(2)
+    fetch.flush_acks
   end
 
   it "takes effect at once: a raised limit brings a held tenant back, which the next fetch serves" do
