@@ -49,6 +49,23 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
     browser.save_screenshot(File.expand_path("../../docs/web-tab.png", __dir__)) if ENV["FAIR_TENANT_SCREENSHOT"]
   end
 
+  it "lists every scope a job of several holds, the shared key by its name" do
+    redis.flushdb
+    slot = Sidekiq::FairTenant::ServerMiddleware::Slot
+    slots = [[Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "plain"), 2],
+             [Sidekiq::FairTenant::Native::Slots.key_scope("partner-api"), 3]]
+    held = slots.map { |scope, limit| slot.new(*scope, "j1", 60_000, limit, "r1") }
+    several = Sidekiq::FairTenant::SlotCalls::Several.new(held)
+    payload = JSON.generate("class" => "SharedJob", "queue" => "plain", "jid" => "j1", "args" => [])
+    expect(Sidekiq::FairTenant::SlotCalls.acquire_all(several, payload, Time.now.to_f)).to eq(:acquired)
+
+    browser.visit("/fair_tenant")
+    scopes = browser.find("#fair-tenant-scopes")
+    expect(scopes).to have_text("tenant acme, queue plain")
+    expect(scopes).to have_text("key partner-api")
+    expect(scopes.all("tbody tr").size).to eq(2)
+  end
+
   it "sets a limit through the form (CSRF token included) and deletes it" do
     browser.visit("/fair_tenant")
     browser.fill_in("ft-tenant", with: "acme")
