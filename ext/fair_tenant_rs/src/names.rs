@@ -785,7 +785,10 @@ mod tests {
         for path in rust.iter().filter(|p| !p.ends_with("names.rs")) {
             let src = std::fs::read_to_string(path).unwrap();
             let code = src.split("#[cfg(test)]\nmod tests").next().unwrap();
-            if path.ends_with("lockstep.rs") {
+            if path
+                .file_name()
+                .is_some_and(|f| f.to_string_lossy().ends_with("lockstep.rs"))
+            {
                 continue; // a test: it reads the layout as it is stored, by hand on purpose
             }
             for (n, line) in code.lines().enumerate() {

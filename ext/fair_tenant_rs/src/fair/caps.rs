@@ -104,7 +104,7 @@ pub struct CappedSfq {
     charges: HashMap<u64, (u64, f64)>,
     limits: HashMap<String, usize>,
     /// Per scope, the limit carried by the job that registered it last (its first holder, or a waiter
-    /// while it had none, or the highest of the copies a take-back found it without holders for: the Lua's
+    /// while it had none, the first waiter held back on it, or the highest of the copies a take-back found it without holders for: the Lua's
     /// sweep registration): what a deleted runtime limit wakes by.
     registered: HashMap<String, usize>,
     /// Scopes of one tag (a tenant's queues, or a key), and limits set for a whole tag (`*`).
@@ -696,8 +696,14 @@ impl CappedSfq {
             Tier::Capped
         };
         self.forget(tenant);
+        // Registered whoever holds the scope (a plain queue's runs may, and only the sweep sees them die); a
+        // registration already there stays, but for a scope without holders.
         if self.running(&slot.scope) == 0 {
             self.registered.insert(slot.scope.clone(), slot.limit);
+        } else {
+            self.registered
+                .entry(slot.scope.clone())
+                .or_insert(slot.limit);
         }
         let entry = (place.0, to, place.1);
         self.waiting

@@ -10,6 +10,7 @@
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:runs`     jid -> the run holding its slot (one slot per run of a jid)
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:waits`    jid -> a parked job's own "run limit lease"
 //! - `<SLOTS_PREFIX><len>:<tag>:<sub>:gone`     runs given up before their lost acquire reached Redis
+//! - `<SLOTS_PREFIX><len>:<tag>:<sub>:others`   jid -> a parked job of several scopes' list of them (msgpack)
 //! - `<SLOTS_PREFIX><len>:<tag>:meta`           sub -> "default_limit lease_ms"
 //! - `<LIMITS_PREFIX><len>:<tag>`               '*' or sub -> runtime limit
 //! - `SLOT_TAGS_KEY`, `LIMITS_INDEX_KEY`: tags to sweep / list
@@ -22,6 +23,8 @@ mod lockstep;
 #[cfg(test)]
 pub mod model;
 pub mod rate;
+#[cfg(test)]
+mod several_lockstep;
 
 use std::sync::LazyLock;
 
@@ -898,6 +901,59 @@ mod tests {
             |(_, source)| source.ends_with(include_str!("../lua/slots/set_limit.lua"))
         ));
         assert!(script("serve").is_none());
+    }
+
+    #[test]
+    fn several_scope_calls_follow_the_scripts_contract() {
+        let (tenant, api) = (
+            Scope::tenant_queue(b"acme", b"plain"),
+            Scope::custom(b"api"),
+        );
+        let slots: Vec<Slot> = [(&tenant, 2, 60_000), (&api, 20, 5_000)]
+            .into_iter()
+            .map(|(scope, default_limit, lease_ms)| Slot {
+                scope: scope.clone(),
+                jid: b"j1".to_vec(),
+                run: b"r1".to_vec(),
+                lease_ms,
+                default_limit,
+            })
+            .collect();
+        let reqs: Vec<_> = slots.iter().map(Slot::request).collect();
+        let per_scope = |s: &Scope| {
+            vec![
+                s.holders(),
+                s.parked(),
+                limits_key(s.tag()),
+                s.waiting(),
+                s.runs(),
+                s.waits(),
+                s.gone(),
+                meta(s.tag()),
+            ]
+        };
+        let expected_keys = [per_scope(&tenant), per_scope(&api)].concat();
+        let scope_args: [&[u8]; 8] = [
+            b"60000", b"2", b"q:plain", b"t:acme", b"5000", b"20", b"k", b"k:api",
+        ];
+        let (keys, args) = acquire_all_call(&reqs, b"{}", 1.5);
+        assert_eq!(keys, expected_keys);
+        let head: [&[u8]; 4] = [b"j1", b"r1", b"{}", b"1500"];
+        assert_eq!(args, [head.to_vec(), scope_args.to_vec()].concat());
+        let (keys, args) = release_all_call(&reqs, None);
+        assert_eq!(keys, expected_keys);
+        let head: [&[u8]; 4] = [b"j1", b"r1", b"", b""];
+        assert_eq!(args, [head.to_vec(), scope_args.to_vec()].concat());
+        let (_, args) = release_all_call(&reqs, Some((b"{}", b"plain")));
+        assert_eq!(args[2..4], [b"{}".to_vec(), b"plain".to_vec()]);
+        for (name, file) in [
+            ("acquire_all", include_str!("../lua/slots/acquire_all.lua")),
+            ("release_all", include_str!("../lua/slots/release_all.lua")),
+        ] {
+            let (sha, source) = script(name).unwrap();
+            assert_eq!(sha, Script::new(source).get_hash());
+            assert!(source.ends_with(file) && source.contains("local function several(first)"));
+        }
     }
 
     #[test]

@@ -507,8 +507,12 @@ local function hold_back(k, queue, from, member, tag, slot, limit, running, copy
   wait_add(slot.waiting, tag, waiting_entry(k, queue, to, member))
   -- Registered for the sweep whoever holds the scope: a limit of 0 (no holder registered it), or holders taken by
   -- a plain queue's runs (acquire.lua registers a scope only when it parks): a holder that dies never releases,
-  -- and only the sweep would then see its lease end and wake this tenant.
-  register(slot)
+  -- and only the sweep would then see its lease end and wake this tenant. A registration already there stays.
+  if running == 0 then
+    register(slot)
+  elseif redis.call('HSETNX', slot.meta, slot.sub, slot.default .. K_META_SEPARATOR .. slot.lease) == 1 then
+    redis.call('SADD', K_SLOT_TAGS_KEY, slot.tag)
+  end
 end
 
 -- Where a woken tenant goes: into `ready` with start tag max(theirs, v).
