@@ -43,6 +43,18 @@ RSpec.describe "Concurrency slots per run" do
     expect([holders, details[:parked]]).to eq([["a"], 1])
   end
 
+  it "never runs a job twice when a parking run's call is re-sent after another run claimed its handed-over copy" do
+    acquire("a", "ra")
+    expect(acquire("b", "rb", at: 2.0)).to eq(:parked) # its reply lost: the client sends the call again, later
+    calls.release(slot("a", "ra"))
+    expect(queued).to eq(["b"])
+    redis.rpop("queue:default")
+    expect(acquire("b", "rb2")).to eq(:held) # the copy, fetched by another thread, runs
+    expect(acquire("b", "rb", at: 2.0)).to eq(:dropped) # the re-sent call: served already, parks nothing
+    expect(calls.release(slot("b", "rb2"))).to eq(0)
+    expect([queued, details[:parked], holders]).to eq([[], 0, []])
+  end
+
   it "takes back what a lost acquire left: its slot, its parked copy, its copy handed over but not fetched" do
     acquire("a", "ra")
     acquire("b", "rb", at: 2.0) # its reply lost: b ran without its slot

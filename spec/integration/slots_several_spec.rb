@@ -67,6 +67,17 @@ RSpec.describe "Several concurrency scopes on a plain queue, call by call" do
     expect([holders(tenant), holders(api), parked(api)]).to eq([["a"], ["a"], 1])
   end
 
+  it "never runs a job twice when a parking run's call is re-sent after another run claimed its handed-over copy" do
+    acquire("a", "ra")
+    expect(acquire("b", "rb", at: 2.0)).to eq(:parked) # its reply lost: the client sends the call again, later
+    calls.release(several("a", "ra"))
+    redis.rpop("queue:plain")
+    expect(acquire("b", "rb2")).to eq(:held) # the copy, fetched by another thread, runs
+    expect(acquire("b", "rb", at: 2.0)).to eq(:dropped) # the re-sent call: served already, parks nothing
+    expect(calls.release(several("b", "rb2"))).to eq(0)
+    expect([queued, parked(api), holders(tenant), holders(api)]).to eq([[], 0, [], []])
+  end
+
   it "gives back what a lost acquire left: its slots, its parked copy, its copy handed over and not fetched" do
     acquire("a", "ra") # its reply lost: a ran without its slots
     calls.forget(several("a", "ra"), payload("a"), "plain")

@@ -166,6 +166,12 @@ impl PlainSlots {
             Some(Owner::Dropped) => false,
         };
         if held && claimable {
+            // A copy handed over for another run that parked it: that run's re-sent acquire takes nothing.
+            if let Some(Owner::Handed(parker)) = &owner {
+                if !parker.is_empty() && parker != ask.run {
+                    self.gone.insert(parker.clone());
+                }
+            }
             self.holders.insert(ask.jid.to_string(), now + ask.lease);
             self.runs
                 .insert(ask.jid.to_string(), Owner::Run(ask.run.to_string()));
@@ -536,6 +542,14 @@ impl MultiSlots {
             } else {
                 self.saw("acquire: a fetched copy claims");
             }
+            // A copy handed over for another run that parked it: that run's re-sent acquire takes nothing.
+            let parker = owners.iter().find_map(|o| match o {
+                Some(Owner::Handed(r)) if !r.is_empty() && r != run => Some(r.clone()),
+                _ => None,
+            });
+            if let Some(parker) = parker {
+                self.scope(&scopes[0].0).gone.insert(parker);
+            }
             for s in scopes {
                 let sc = self.scope(&s.0);
                 sc.holders.insert(jid.to_string(), now + s.2);
@@ -552,12 +566,14 @@ impl MultiSlots {
             self.saw("acquire: re-sent while parked");
             return 2;
         }
-        // Partial holds (a lease reclaimed since a hand-over): given back, nothing handed over.
+        // Partial holds (a lease reclaimed since a hand-over): given back (handed over if the job parks).
+        let mut freed = Vec::new();
         for i in 0..n {
             let sc = self.scope(&scopes[i].0);
             if held[i] && claimable(&owners[i]) {
                 sc.holders.remove(jid);
                 sc.runs.remove(jid);
+                freed.push(scopes[i].clone());
                 self.saw("acquire: partial hold given back");
             } else if !held[i] && owners[i].is_some() {
                 sc.runs.remove(jid);
@@ -586,6 +602,9 @@ impl MultiSlots {
                     "acquire: parked on a later scope"
                 });
                 self.hand_over(&o.0, (o.1, o.2), now);
+                for f in freed.iter().filter(|f| f.0 != o.0) {
+                    self.hand_over(&f.0, (f.1, f.2), now);
+                }
                 2
             }
         }

@@ -48,6 +48,16 @@ if mine then
       break
     end
   end
+  -- A copy handed over for another run that parked it: this claim served that run's park, so a re-send of its
+  -- call (its reply lost) takes nothing when it comes (it would park the job again, which would run twice).
+  for i = 1, #scopes do
+    local owner = owners[i]
+    if owner and #owner > #K_HANDED and string.sub(owner, 1, 1) == K_HANDED and owner ~= K_HANDED .. run then
+      redis.call('HSET', scopes[1].gone, string.sub(owner, #K_HANDED + 1), 1)
+      redis.call('PEXPIRE', scopes[1].gone, K_GONE_TTL_MS)
+      break
+    end
+  end
   for _, s in ipairs(scopes) do
     redis.call('ZADD', s.holders, now + finite(s.lease, 1), jid)
     redis.call('HSET', s.runs, jid, run)
@@ -59,11 +69,13 @@ for _, s in ipairs(scopes) do
   if terms(s, jid) == run then return { 2, 0 } end
 end
 -- Some slots of this jid but not all (a lease reclaimed since a hand-over): given back, and asked for again
--- with the rest; a reclaimed lease's run is forgotten.
+-- with the rest (handed over to others if this job parks); a reclaimed lease's run is forgotten.
+local freed = {}
 for i, s in ipairs(scopes) do
   if held[i] and (owners[i] == false or owners[i] == run or string.sub(owners[i], 1, 1) == K_HANDED) then
     redis.call('ZREM', s.holders, jid)
     redis.call('HDEL', s.runs, jid)
+    freed[#freed + 1] = s
   elseif not held[i] and owners[i] then
     redis.call('HDEL', s.runs, jid)
   end
@@ -88,6 +100,10 @@ for i, s in ipairs(scopes) do
   list[i] = { string.sub(s.holders, 1, #s.holders - #s.sub - #K_HOLDERS), s.sub, s.limits, s.default, s.lease, s.tag }
 end
 park_in(refusing, jid, run, payload, park_score(refusing.parked, score), cmsgpack.pack(list))
--- (refused for an older parked job while a slot is free: the oldest go now)
+-- (refused for an older parked job while a slot is free: the oldest go now; so do those of a scope whose partial
+-- hold was given back above)
 hand_over(refusing, now)
+for _, s in ipairs(freed) do
+  if s.holders ~= refusing.holders then hand_over(s, now) end
+end
 return { 2, 0 }
