@@ -49,3 +49,17 @@ class ConservedSharedJob
 
   def perform(*); end
 end
+
+# The same two scopes named the other way round (the shared one first): nothing is held while a job waits, so
+# the two orders never deadlock.
+class ConservedSharedFirstJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_concurrency: [{ limit: 3, lease: 600, key: :shared_key }, { limit: 2, lease: 600 }]
+
+  def self.fair_tenant(tenant, *) = Conservation.tenant_of(tenant)
+  def self.shared_key(*) = Conservation::SHARED_KEY
+
+  def perform(*); end
+end

@@ -21,7 +21,7 @@ module Conservation
 
     def push_one
       klass, queue = pick_class
-      tenants = [ConservedCappedJob, ConservedSharedJob].include?(klass) ? CAPPED_TENANTS : TENANTS
+      tenants = klass.get_sidekiq_options["fair_tenant_concurrency"] ? CAPPED_TENANTS : TENANTS
       tenant = (@without.include?(:bytes) ? tenants - ["bytes"] : tenants).sample(random: rng)
       id = "j#{@jobs.size}"
       args = [tenant, @jobs.size, TEXTS.sample(random: rng)]
@@ -42,9 +42,11 @@ module Conservation
       case rng.rand(100)
       when 0...50 then [ConservedJob, "fair"]
       when 50...62 then [ConservedCappedJob, "fair"]
-      when 62...70 then [ConservedSharedJob, "fair"]
+      when 62...67 then [ConservedSharedJob, "fair"]
+      when 67...70 then [ConservedSharedFirstJob, "fair"]
       when 70...85 then [ConservedJob, "fair2"]
-      when 85...90 then [ConservedSharedJob, "plain"] # several scopes on a plain queue (acquire_all.lua)
+      when 85...88 then [ConservedSharedJob, "plain"] # several scopes on a plain queue (acquire_all.lua)
+      when 88...90 then [ConservedSharedFirstJob, "plain"]
       else [ConservedJob, "plain"]
       end
     end
