@@ -176,7 +176,8 @@ redis.flushdb
 require_relative "scope_cost"
 BenchSummary.figures[:scopes] = ScopeCostBench.run
 ScopeCostBench.print(BenchSummary.figures[:scopes])
-ScopeCostBench.print_plain(ScopeCostBench.run_plain)
+require_relative "plain_scope_cost"
+PlainScopeCostBench.print(PlainScopeCostBench.run)
 Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[bench_fair bench_fair_slow bench_fetch] }
 redis.flushdb
 

@@ -106,49 +106,6 @@ module ScopeCostBench
       server_us: scripts["usec"].fdiv(FETCHES) }
   end
 
-  # The same classes' jobs on a queue that is not fair, through the server middleware in this thread (acquire,
-  # the job, release; a job of one scope's release rides with the next acquire, one of several sends its own):
-  # { scopes => { round_trips:, commands:, server_us: } } per job.
-  def run_plain
-    Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
-    SCOPES.drop(1).to_h do |count|
-      redis.flushdb
-      Sidekiq::FairTenant::Releases.reset!
-      klass = classes.fetch(count)
-      middleware = Sidekiq::FairTenant::ServerMiddleware.new
-      jobs = Array.new(FETCHES + 1) { |i| plain_job(klass, i) }
-      middleware.call(klass.new, jobs.shift, PLAIN_QUEUE) { nil }
-      before = stats
-      jobs.each { |job| middleware.call(klass.new, job, PLAIN_QUEUE) { nil } }
-      Sidekiq::FairTenant::Releases.flush # the last job's kept release
-      after = stats
-      Sidekiq::FairTenant::Slots.stop
-      scripts = %w[calls usec].to_h { |f| [f, script_stat(after, f) - script_stat(before, f)] }
-      [count, { round_trips: scripts["calls"].fdiv(FETCHES), commands: (calls(after) - calls(before)).fdiv(FETCHES),
-                server_us: scripts["usec"].fdiv(FETCHES) }]
-    end
-  ensure
-    Sidekiq::FairTenant::Releases.reset!
-  end
-
-  PLAIN_QUEUE = "scope_bench_plain"
-
-  def plain_job(klass, index)
-    klass.get_sidekiq_options.merge("class" => klass.name, "queue" => PLAIN_QUEUE, "args" => [index],
-                                    "jid" => format("%024x", index), "fair_tenant" => "t#{index % 10}",
-                                    "enqueued_at" => Time.now.to_f)
-  end
-
-  def print_plain(figures)
-    puts
-    puts "  the same on a queue that is not fair (#{PLAIN_QUEUE}), the server middleware in one thread, " \
-         "#{FETCHES} jobs per row, acquire + release per job:"
-    figures.each do |count, c|
-      puts format("  %<name>-66s %<round_trips>12.2f %<commands>12.2f %<server_us>10.1f",
-                  name: "10 tenants, #{scope_name(count)}", **c)
-    end
-  end
-
   def calls(stats) = stats.sum { |cmd, v| cmd == "info" ? 0 : v["calls"].to_i }
   def script_stat(stats, field) = %w[fcall evalsha].sum { |c| stats.dig(c, field).to_i }
 
@@ -174,7 +131,8 @@ if $PROGRAM_NAME == __FILE__
   end
   begin
     ScopeCostBench.print(ScopeCostBench.run)
-    ScopeCostBench.print_plain(ScopeCostBench.run_plain)
+    require_relative "plain_scope_cost"
+    PlainScopeCostBench.print(PlainScopeCostBench.run)
   ensure
     Sidekiq::FairTenant::Slots.stop
     server.stop
