@@ -1,8 +1,9 @@
 # frozen_string_literal: true
 
-# bench/scope_cost.rb's (loaded first) classes' jobs on a queue that is not fair, through the server middleware in this thread:
-# acquire, the job, release per job (a job of one scope's release rides with the thread's next acquire; one of
-# several sends its own, release_all.lua). Printed after ScopeCostBench's table (bin/bench, and scope_cost.rb alone).
+# The classes of bench/scope_cost.rb (loaded first): their jobs on a queue that is not fair, through the server
+# middleware in this thread: acquire, the job, release per job (a job of one scope's release rides with the
+# thread's next acquire; one of several sends its own, release_all.lua). Printed after ScopeCostBench's table
+# (bin/bench, and scope_cost.rb alone).
 module PlainScopeCostBench
   QUEUE = "scope_bench_plain"
 
