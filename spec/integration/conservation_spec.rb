@@ -11,8 +11,9 @@ require_relative "../support/conservation/run"
 # starts while its scope runs its limit. A failure prints its seed and the steps before each kind of violation
 # (CONSERVATION_HISTORY=<n> of them, 20 by default); replay with CONSERVATION_SEED=<seed>. Longer:
 # CONSERVATION_STEPS=20000 (runs of CHUNK steps, seeds seed, seed + 1, ...). CONSERVATION_WITHOUT=garbage,lapse,
-# refused,bytes leaves step kinds out; CONSERVATION_NOTES=1 prints what each run did (jobs fetched, recovered,
-# run again after a crash or a stall, graceful stops, leases reclaimed, ...).
+# refused,bytes,plain_slots leaves step kinds out (plain_slots: plain-queue jobs skip the server middleware);
+# CONSERVATION_NOTES=1 prints what each run did (jobs fetched, recovered, run again after a crash or a stall,
+# graceful stops, leases reclaimed, ...).
 RSpec.describe "Conservation of jobs in fair queues" do
   chunk = 2000
   seed = (ENV["CONSERVATION_SEED"] || (Random.new_seed % (1 << 32))).to_i

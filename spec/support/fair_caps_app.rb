@@ -31,9 +31,13 @@ module FairCapsApp
     end
   end
 
-  # Every job the server middleware parks (only jobs of queues that are not fair should ever be).
-  ActiveSupport::Notifications.subscribe("park.sidekiq_fair_tenant") do |*, payload|
-    Sidekiq.redis { |conn| conn.call("RPUSH", PARKED, payload[:jid].to_s) }
+  # Every job the server middleware parks (only jobs of queues that are not fair should ever be), in the server
+  # processes only: the spec process loads this file for the job classes, and a subscription there would write
+  # into the Redis of every later spec that parks a job.
+  if Sidekiq.server?
+    ActiveSupport::Notifications.subscribe("park.sidekiq_fair_tenant") do |*, payload|
+      Sidekiq.redis { |conn| conn.call("RPUSH", PARKED, payload[:jid].to_s) }
+    end
   end
 
   # args: tenant, index, sleep_ms; the scope is the tenant.

@@ -58,9 +58,12 @@ module Conservation
       before = in_flight_of(process)
       back = 2.times.sum { sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Audit.run(conn, ledger) } }
       gone = before.tally
+      gone.default = 0
+      # A process missing from the registry (lapsed, its recovery cut short) registers again in the audit's
+      # requeue and takes back its recovered copies (ack.lua's ensure_registered): entries may appear too.
       in_flight_of(process).each { |entry| gone[entry] -= 1 }
       gone.each do |entry, count|
-        count.times { (index = process.leaked.index(entry)) && process.leaked.delete_at(index) }
+        count.clamp(0..).times { (index = process.leaked.index(entry)) && process.leaked.delete_at(index) }
       end
       @notes[:audit_put_back] += back
       "audit #{process.identity}: #{back} put back"

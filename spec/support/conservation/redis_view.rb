@@ -126,9 +126,23 @@ module Conservation
       end
     end
 
+    # A key named like a sorted set of jobs that is something else is a problem, shown with what it holds.
     def read_zsets(conn, zsets)
-      contents = conn.pipelined { |pipe| zsets.each { |zset| pipe.call("ZRANGE", zset.first, 0, -1) } }
-      zsets.zip(contents).each { |(key, kind), items| items.each { |job| place(job.b, kind, key) } }
+      types = conn.pipelined { |pipe| zsets.each { |(key, _kind)| pipe.call("TYPE", key) } }
+      zsets, odd = zsets.zip(types).partition { |_zset, type| type.to_s == "zset" }
+      odd.each { |(key, _kind), type| @problems << "#{key.inspect} is a #{type}: #{dump(conn, key, type)}" }
+      contents = conn.pipelined { |pipe| zsets.each { |(key, _kind), _type| pipe.call("ZRANGE", key, 0, -1) } }
+      zsets.zip(contents).each { |((key, kind), _type), items| items.each { |job| place(job.b, kind, key) } }
+    end
+
+    def dump(conn, key, type)
+      value = case type.to_s
+              when "hash" then conn.call("HGETALL", key)
+              when "list" then conn.call("LRANGE", key, 0, -1)
+              when "set" then conn.call("SMEMBERS", key)
+              when "string" then conn.call("GET", key)
+              end
+      value.inspect[0, 300]
     end
 
     def place(payload, kind, where)

@@ -61,11 +61,11 @@ module Conservation
 
     def call
       srand(@seed) # Sidekiq's weighted queue order shuffles with Kernel's generator
+      @without = without
       timers_off
       Sidekiq::FairTenant::Slots.stop # a heartbeat thread of this Ruby process would renew on the wall clock
       configure_fair(FAIR_QUEUES)
       2.times { record(:start_process) }
-      @without = without
       kinds = KINDS - @without
       @steps.times { record(kinds.sample(random: rng)) }
       settle
@@ -95,7 +95,8 @@ module Conservation
     attr_reader :rng
 
     # Step kinds left out of the run (CONSERVATION_WITHOUT=garbage,lapse; "bytes": the tenant whose name is
-    # not UTF-8): to tell apart what a failing seed found.
+    # not UTF-8; "plain_slots": plain-queue jobs run without the server middleware, so hold no slot): to tell
+    # apart what a failing seed found.
     def without
       ENV.fetch("CONSERVATION_WITHOUT", "").split(",").map { |kind| kind.strip.to_sym }
     end

@@ -115,9 +115,8 @@ module Conservation
     # through the server middleware (its fair-queue path: the heartbeat renews the lease while the job runs),
     # paused inside the job until it ends (job_returns). Checked first: it starts under its limit.
     def job_starts(process, held, carried)
-      # (Plain-queue jobs run through the middleware only with CONSERVATION_PLAIN_SLOTS=1: its release thread acts on
-      # the wall clock, beside the steps, and full-suite runs showed view failures not yet explained.)
-      return (ENV["CONSERVATION_PLAIN_SLOTS"] ? plain_starts(process, held) : nil) unless held.entry
+      # (A plain-queue job runs through the middleware's plain path, unless CONSERVATION_WITHOUT=plain_slots.)
+      return (@without.include?(:plain_slots) ? nil : plain_starts(process, held)) unless held.entry
 
       held_jid = Thread.current[Sidekiq::FairTenant::HeldSlot::KEY]
       return if held_jid.nil? || !held.entry
