@@ -59,6 +59,27 @@ RSpec.describe "Several concurrency scopes on a plain queue, call by call" do
     expect([queued, holders(api), holders(tenant)]).to eq([["z"], ["z"], ["z"]])
   end
 
+  it "answers why for a parked job with the scope it waits on, as that scope changes" do
+    expect(acquire("x", "rx", order: %i[api tenant])).to eq(:acquired)
+    expect(acquire("y", "ry", at: 2.0)).to eq(:parked)
+    expect(acquire("z", "rz", at: 3.0)).to eq(:parked)
+    why = Sidekiq::FairTenant.why("z")
+    expect(why).to include(state: :parked)
+    expect(why[:held_by][:concurrency]).to include(scope: { key: "partner-api" }, running: 1, limit: 1, parked: 2)
+    expect(why[:held_by][:concurrency][:holders].map { |h| h[:jid] }).to eq(["x"])
+    left = why[:held_by][:concurrency][:holders][0][:lease_left]
+    expect(Sidekiq::FairTenant::WhyText.lines(why)).to eq(
+      ["z is parked (queue not fair) until its concurrency scope has room",
+       "held by key partner-api: running 1/1; holders: x (lease #{left}s left)"]
+    )
+
+    Sidekiq::FairTenant.limits.set(1, tenant: "acme", queue: "plain")
+    calls.release(several("x", "rx", order: %i[api tenant])) # y handed over; z moves to wait on its tenant
+    expect(Sidekiq::FairTenant.why("z")[:held_by][:concurrency])
+      .to include(scope: { tenant: "acme", queue: "plain" }, running: 1, limit: 1, parked: 1)
+    expect(Sidekiq::FairTenant.why("y")).to include(state: :queued, queue: "plain")
+  end
+
   it "never parks twice nor takes two slots for a re-sent acquire" do
     expect(acquire("a", "ra")).to eq(:acquired)
     expect(acquire("a", "ra")).to eq(:held)

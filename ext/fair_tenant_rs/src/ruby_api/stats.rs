@@ -145,6 +145,11 @@ fn meta_key(ruby: &Ruby, tag: RString) -> RString {
     ruby.str_from_slice(&slots::meta(&bytes(tag)))
 }
 
+/// A scope's `waits` hash (jid -> a parked job's own terms): `why` finds a plain-queue job parked there.
+fn waits_key(ruby: &Ruby, tag: RString, sub: RString) -> RString {
+    ruby.str_from_slice(&Scope::from_parts(bytes(tag), bytes(sub)).waits())
+}
+
 /// `[[tag, sub], ...]`: scopes with parked or running jobs, at most `max`, from `parked`
 /// (`[[tag, [sub, ...]], ...]`) and `holder_keys` (what the SCAN found).
 fn scope_list(
@@ -234,6 +239,7 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_method("index_key", magnus::method!(RbStats::index_key, 2))?;
     class.define_singleton_method("holders_scan", magnus::function!(holders_scan, 0))?;
     class.define_singleton_method("meta_key", magnus::function!(meta_key, 1))?;
+    class.define_singleton_method("waits_key", magnus::function!(waits_key, 2))?;
     class.define_singleton_method("scope_list", magnus::function!(scope_list, 3))?;
     class.define_singleton_method("details_call", magnus::function!(details_call, 2))?;
     class.define_singleton_method("details", magnus::function!(details, 3))?;

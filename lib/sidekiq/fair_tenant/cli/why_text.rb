@@ -26,11 +26,19 @@ module Sidekiq
         case why[:state]
         when :running then in_flight(why)
         when :waiting then waiting(why)
-        when :queued then ["#{jid} waits in queue #{why[:queue]}, not fair (first in, first out): " \
-                           "#{why[:ahead]} job(s) ahead of it"]
+        when :queued, :parked then plain(why)
         when *SETS.keys then ["#{jid} is in #{SETS[why[:state]]} #{why[:at]&.utc&.iso8601} (queue #{why[:queue]})"]
         else ["#{jid} was not found waiting, running, scheduled, retrying or dead (it may have finished)"]
         end
+      end
+
+      # On a queue that is not fair: in its list, or parked by the server middleware until its scope has room.
+      def plain(why)
+        jid = why[:jid]
+        return ["#{jid} is parked (queue not fair) until its concurrency scope has room", *held(why[:held_by])] \
+          if why[:state] == :parked
+
+        ["#{jid} waits in queue #{why[:queue]}, not fair (first in, first out): #{why[:ahead]} job(s) ahead of it"]
       end
 
       # A live process runs it, or its audit puts it back; a dead one's jobs are recovered.

@@ -16,7 +16,9 @@ module Sidekiq
     # `alive`: its Sidekiq heartbeat key exists, and then `back_within`: the seconds within which the process's
     # audit puts the job back at the front of its tenant if no thread of it runs the job),
     # :waiting (in a fair queue's backlog, explained as above), :queued (in a plain queue's list: `ahead`, jobs
-    # Sidekiq pops first), :scheduled, :retry or :dead (`at`: when it runs next, or died), or :unknown.
+    # Sidekiq pops first), :parked (a plain-queue job the server middleware parked until its concurrency scope
+    # has room: `held_by` names that scope, its holders and how many are parked there), :scheduled, :retry or
+    # :dead (`at`: when it runs next, or died), or :unknown.
     # `place`: :ready (in the rotation; `tenants_ahead` of the ready tenants start first), :capped (out of the
     # rotation until its next job's concurrency scope has room), :over (at an elastic cap: served only while no
     # tenant under its limit is ready), :rated (out of the rotation until a rate window lets its next job start),
@@ -25,7 +27,8 @@ module Sidekiq
     # `share` is nil when more than WHY_SHARE_MAX tenants are ready.
     #
     # A search: in-flight lists, then fair backlogs (bounded script calls, FIND_BATCH jobs each), then plain
-    # queue lists and Sidekiq's sorted sets. A job that moves meanwhile may be missed (:unknown; ask again).
+    # queue lists, the scopes with parked jobs and Sidekiq's sorted sets. A job that moves meanwhile may be
+    # missed (:unknown; ask again).
     class FairWhy
       NAMES = Native::Names
       PLACES = { NAMES::READY => :ready, NAMES::CAPPED => :capped, NAMES::OVER => :over,
@@ -38,7 +41,7 @@ module Sidekiq
         raise ArgumentError, "#{self.class.name}: a jid is a non-empty string" if jid.empty?
 
         Sidekiq.redis do |conn|
-          running(conn, jid) || waiting(conn, jid) || queued(conn, jid) || in_sets(jid) ||
+          running(conn, jid) || waiting(conn, jid) || queued(conn, jid) || parked(conn, jid) || in_sets(jid) ||
             { jid: jid, state: :unknown }
         end
       end
@@ -118,6 +121,24 @@ module Sidekiq
           end
         end
         nil
+      end
+
+      # A plain-queue job the server middleware parked: the scope whose waits hash names it (the one it waits
+      # on; a job of several scopes parks on one at a time, holding none).
+      def parked(conn, jid)
+        scopes = conn.call("SMEMBERS", Stats::TAGS_KEY).to_a.flat_map do |tag|
+          conn.call("HKEYS", Native::Stats.meta_key(tag)).map { |sub| [tag, sub] }
+        end
+        found = scopes.find { |tag, sub| conn.call("HEXISTS", Native::Stats.waits_key(tag, sub), jid).to_i == 1 }
+        found && { jid: jid, state: :parked, held_by: { concurrency: parked_scope(FairTenant.stats.scope(*found)) } }
+      end
+
+      def parked_scope(details)
+        { scope: details.slice(:tenant, :queue, :key), running: details[:running], limit: details[:limit],
+          elastic: false, parked: details[:parked],
+          holders: details[:holders].map do |holder|
+            { jid: holder[:jid], lease_left: [holder[:lease_expires_at] - Time.now, 0].max.round(1) }
+          end }
       end
 
       def in_sets(jid)
