@@ -63,3 +63,19 @@ class ConservedSharedFirstJob
 
   def perform(*); end
 end
+
+# Concurrency and rate at once (fair queues only: rate caps do nothing elsewhere): its tenant's slot scope and the
+# shared one, a window of its tenant's and a window every tenant shares. A tenant over a window leaves the rotation
+# until the window lets its next job start (Redis's clock: the run's settle waits it out).
+class ConservedRatedJob
+  include Sidekiq::Worker
+
+  sidekiq_options queue: "fair", retry: false,
+                  fair_tenant_concurrency: [{ limit: 2, lease: 600 }, { limit: 3, lease: 600, key: :shared_key }],
+                  fair_tenant_rate: [{ limit: 2, per: 1 }, { limit: 3, per: 1, key: :shared_key }]
+
+  def self.fair_tenant(tenant, *) = Conservation.tenant_of(tenant)
+  def self.shared_key(*) = Conservation::SHARED_KEY
+
+  def perform(*); end
+end

@@ -40,6 +40,7 @@ module Conservation
     HISTORY = (ENV["CONSERVATION_HISTORY"] || 20).to_i
     # Pushes wait while this many jobs are open, so a long run's Redis (read after every step) stays small.
     MAX_OPEN = 150
+    RATE_WINDOW = 1.05 # seconds: ConservedRatedJob's windows (per: 1), and a little more
 
     attr_reader :seed, :steps, :violations, :notes, :history
 
@@ -196,6 +197,7 @@ module Conservation
         if final.units.empty?
           idle += 1
           record(:lease_time_passes) # a crashed process's plain slots come back, to jobs parked for them
+          sleep(RATE_WINDOW) if @jobs.each_value.any? { |job| job.klass == "ConservedRatedJob" } # windows pass
         else
           idle = 0
           record(:finish, final)

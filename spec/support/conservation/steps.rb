@@ -40,7 +40,8 @@ module Conservation
 
     def pick_class
       case rng.rand(100)
-      when 0...50 then [ConservedJob, "fair"]
+      when 0...47 then [ConservedJob, "fair"]
+      when 47...50 then [ConservedRatedJob, "fair"] # concurrency and rate, each per tenant and shared
       when 50...62 then [ConservedCappedJob, "fair"]
       when 62...67 then [ConservedSharedJob, "fair"]
       when 67...70 then [ConservedSharedFirstJob, "fair"]
