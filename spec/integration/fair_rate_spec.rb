@@ -84,6 +84,16 @@ RSpec.describe "Rate caps inside fair queues" do
     fetch.flush_acks
   end
 
+  it "holds tenants whose names hold `]` (the job's head arrays end at a `]` that may be in a name)" do
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rate:1:b").tap { Sidekiq::FairTenant::Slots.stop }
+    names = ["L]", "[x]\"]", "a#{"]" * 12}b"] # the last: more than the head reader tries, so the whole job is read
+    names.each { |name| 3.times { |i| SlowRateJob.perform_async(name, i, 0) } }
+    served = Array.new(9) { fetch.retrieve_work&.tap(&:acknowledge) }.compact.map { |u| JSON.parse(u.job)["args"][0] }
+    expect(served.tally).to eq(names.to_h { |name| [name, 2] }) # 2 starts in 3 s each; the third waits, rated
+    expect(rated_tenants).to match_array(names)
+    fetch.flush_acks
+  end
+
   it "never starts more than 5 a second over a 30 s run (2 processes x 5 threads), others served meanwhile" do
     2.times { start_server(concurrency: 5) }
     wait_for("2 processes up") { redis.scard("processes") == 2 }

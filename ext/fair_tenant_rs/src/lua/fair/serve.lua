@@ -179,13 +179,6 @@ end
 local RATE_QUOTED = '"' .. K_RATE_FIELD .. '"'
 local HEAD_RATE = '^' .. RATE_QUOTED:gsub('%p', '%%%0') .. ':()%['
 
-local function rate_array(job, from)
-  local close = string.find(job, ']', from, true)
-  if not close then return nil end
-  local ok, r = pcall(cjson.decode, string.sub(job, from, close))
-  return ok and type(r) == 'table' and r or nil, close
-end
-
 local RATE_MORE_QUOTED = '"' .. K_RATE_MORE_FIELD .. '"'
 local HEAD_RATE_MORE = '^' .. RATE_MORE_QUOTED:gsub('%p', '%%%0') .. ':()%['
 
@@ -222,27 +215,25 @@ local function rate_of(job, at)
   at = at or 1
   local r, more
   local head_jid, after = string.match(job, HEAD, at)
+  -- The head's arrays are read by the shortest run that decodes (a tag or sub may hold a `]`); when one does not
+  -- within head_array's tries, the whole job is decoded instead, as for a job FairPush did not write.
   if head_jid then
     local _, close
     local from = string.match(job, HEAD_SLOT, after)
     if from then
       _, close = head_slot(job, from)
-      if not close then return nil end
-      local more_slots = string.match(job, HEAD_MORE, close + 2)
-      if more_slots then
-        _, close = head_array(job, more_slots, ']]')
-        if not close then return nil end
-      end
-      after = close + 2 -- past "],"
+      local more_slots = close and string.match(job, HEAD_MORE, close + 2)
+      if more_slots then _, close = head_array(job, more_slots, ']]') end
+      after = close and close + 2 -- past "],"
     end
-    from = string.match(job, HEAD_RATE, after)
-    if not from then return nil end
-    r, close = rate_array(job, from)
-    if close then
-      local more_from = string.match(job, HEAD_RATE_MORE, close + 2)
-      if more_from then more = head_array(job, more_from, ']]') end
-    end
-  else
+    from = after and string.match(job, HEAD_RATE, after)
+    if after and not from then return nil end -- FairPush writes the rate next: this job has none
+    if from then r, close = head_array(job, from, ']') end
+    local more_from = close and string.match(job, HEAD_RATE_MORE, close + 2)
+    if more_from then more, close = head_array(job, more_from, ']]') end
+    if not close then head_jid = nil end
+  end
+  if not head_jid then
     if not string.find(job, RATE_QUOTED, at, true) then return nil end
     local ok, decoded = pcall(cjson.decode, at == 1 and job or string.sub(job, at))
     if ok and type(decoded) == 'table' then r, more = decoded[K_RATE_FIELD], decoded[K_RATE_MORE_FIELD] end
