@@ -131,7 +131,8 @@ module Conservation
       types = conn.pipelined { |pipe| zsets.each { |(key, _kind)| pipe.call("TYPE", key) } }
       zsets, odd = zsets.zip(types).partition { |_zset, type| type.to_s == "zset" }
       odd.each { |(key, _kind), type| @problems << "#{key.inspect} is a #{type}: #{dump(conn, key, type)}" }
-      contents = conn.pipelined { |pipe| zsets.each { |(key, _kind), _type| pipe.call("ZRANGE", key, 0, -1) } }
+      keys = zsets.map { |zset, _type| zset.first }
+      contents = conn.pipelined { |pipe| keys.each { |key| pipe.call("ZRANGE", key, 0, -1) } }
       zsets.zip(contents).each { |((key, kind), _type), items| items.each { |job| place(job.b, kind, key) } }
     end
 
