@@ -12,7 +12,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::SystemTime;
 
 use redis::{Connection, Value};
 
@@ -22,9 +21,9 @@ use crate::fair::scripts::Function;
 use crate::fair::{self, Tag};
 use crate::slots;
 
-use crate::redis::test_server::Rng;
 /// The test's own redis-server (used by the fair tests too).
 pub(crate) use crate::redis::test_server::Server;
+use crate::redis::test_server::{env, now_ms, seed, Rng};
 
 const QUEUE: &str = "fq";
 /// The scripts' clock in this test (`now_ms` reads it in place of TIME: see `load_library`).
@@ -32,10 +31,7 @@ const CLOCK_KEY: &str = "lockstep:clock";
 
 /// Where a sequence's clock starts: now (the slot scripts, which read TIME, see leases as the fair ones do).
 fn clock_start() -> u64 {
-    SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+    now_ms()
 }
 const LEASE_MS: u64 = 3_600_000;
 const PROCESSES: usize = 3;
@@ -1236,13 +1232,6 @@ fn without_part(op: &mut Op, i: usize) {
     }
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn the_scripts_and_the_model_serve_alike() {
     random_runs("lockstep", 0);
@@ -1258,10 +1247,7 @@ fn copies_of_jobs_pushed_again_are_served_alike() {
 /// Random sequences (a failure is shrunk and replayed); `again`: the percentage of operations replaced by a
 /// job pushed again, drawn from a second generator so that the first one's sequences stay as they were.
 fn random_runs(name: &str, again: u64) {
-    let clock = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap();
-    let seed = env("LOCKSTEP_SEED", clock.as_nanos() as u64 % 1_000_000_007);
+    let seed = seed("LOCKSTEP_SEED");
     let sequences = env("LOCKSTEP_SEQUENCES", 300);
     let steps = env("LOCKSTEP_STEPS", 60) as usize;
     println!(

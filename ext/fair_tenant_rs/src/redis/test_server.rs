@@ -3,7 +3,7 @@
 
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use redis::Connection;
 
@@ -109,4 +109,28 @@ impl Rng {
     pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
+}
+
+/// A randomised test's setting: the environment variable `name` read as a number, else `default`.
+pub(crate) fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A randomised test's seed: the environment variable `name` (to replay one), else one from the clock.
+pub(crate) fn seed(name: &str) -> u64 {
+    let clock = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap();
+    env(name, clock.as_nanos() as u64 % 1_000_000_007)
+}
+
+/// Wall-clock milliseconds since the epoch: where a lockstep sequence's clock starts.
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
 }

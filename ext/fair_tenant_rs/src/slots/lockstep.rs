@@ -11,13 +11,12 @@
 //! `SLOTS_LOCKSTEP_SEQUENCES` (default 200), `SLOTS_LOCKSTEP_STEPS` (default 60), `SLOTS_LOCKSTEP_SEED`.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use redis::Connection;
 
 use super::model::{Ask, PlainSlots, Terms};
 use super::{self as slots, Request, Scope, ALL};
-use crate::redis::test_server::{Rng, Server};
+use crate::redis::test_server::{env, now_ms, seed, Rng, Server};
 
 const CLOCK_KEY: &str = "slots-lockstep:clock";
 const JOBS: usize = 6;
@@ -395,10 +394,7 @@ fn jid_of(payload: &str) -> String {
 /// Runs a sequence from an empty Redis; Err: the failing step and a trace of the sequence up to it.
 fn run(con: &mut Connection, ops: &[Op]) -> Result<(), String> {
     let _: () = redis::cmd("FLUSHALL").query(con).unwrap();
-    let start = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let start = now_ms();
     let mut ls = Lockstep {
         con,
         scope: Scope::tenant_queue(b"acme", b"default"),
@@ -420,25 +416,11 @@ fn run(con: &mut Connection, ops: &[Op]) -> Result<(), String> {
     Ok(())
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 #[test]
 fn the_slot_scripts_and_the_model_agree() {
     let server = Server::start();
     let mut con = server.connect();
-    let seed = env(
-        "SLOTS_LOCKSTEP_SEED",
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-            % 1_000_000_007,
-    );
+    let seed = seed("SLOTS_LOCKSTEP_SEED");
     let mut rng = Rng(seed);
     let steps = env("SLOTS_LOCKSTEP_STEPS", 60) as usize;
     for sequence in 0..env("SLOTS_LOCKSTEP_SEQUENCES", 200) {

@@ -13,14 +13,13 @@
 //! `SEVERAL_LOCKSTEP_SEQUENCES` (default 200), `SEVERAL_LOCKSTEP_STEPS` (default 60), `SEVERAL_LOCKSTEP_SEED`.
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
 
 use redis::{Connection, Script};
 
 use super::model::{Listed, MultiSlots, Terms};
 use super::{self as slots, Scope, ALL};
 use crate::names;
-use crate::redis::test_server::{Rng, Server};
+use crate::redis::test_server::{env, now_ms, seed, Rng, Server};
 
 const CLOCK_KEY: &str = "several-lockstep:clock";
 const JOBS: usize = 8;
@@ -198,10 +197,7 @@ fn invoke<T: redis::FromRedisValue>(
 impl<'a> Lockstep<'a> {
     fn new(con: &'a mut Connection, scores: &[f64], mutation: Option<Mutation>) -> Lockstep<'a> {
         let _: () = redis::cmd("FLUSHALL").query(con).unwrap();
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
+        let now = now_ms();
         let mut ls = Lockstep {
             con,
             acquire_all: test_script("acquire_all", mutation),
@@ -556,13 +552,6 @@ fn shrink(con: &mut Connection, seq: &Sequence, at: usize) -> (Sequence, String)
     }
 }
 
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
 /// Each job's enqueue time: the jobs in a random order, a second apart.
 fn random_scores(rng: &mut Rng) -> Vec<f64> {
     let mut order: Vec<usize> = (0..JOBS).collect();
@@ -579,14 +568,7 @@ fn random_scores(rng: &mut Rng) -> Vec<f64> {
 fn several_scope_scripts_and_the_model_agree() {
     let server = Server::start();
     let mut con = server.connect();
-    let seed = env(
-        "SEVERAL_LOCKSTEP_SEED",
-        SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64
-            % 1_000_000_007,
-    );
+    let seed = seed("SEVERAL_LOCKSTEP_SEED");
     let mut rng = Rng(seed);
     let steps = env("SEVERAL_LOCKSTEP_STEPS", 60) as usize;
     let sequences = env("SEVERAL_LOCKSTEP_SEQUENCES", 200);

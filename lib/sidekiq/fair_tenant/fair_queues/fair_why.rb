@@ -126,9 +126,7 @@ module Sidekiq
       # A plain-queue job the server middleware parked: the scope whose waits hash names it (the one it waits
       # on; a job of several scopes parks on one at a time, holding none).
       def parked(conn, jid)
-        scopes = conn.call("SMEMBERS", Stats::TAGS_KEY).to_a.flat_map do |tag|
-          conn.call("HKEYS", Native::Stats.meta_key(tag)).map { |sub| [tag, sub] }
-        end
+        scopes = FairTenant.stats.parked_scopes(conn).flat_map { |tag, subs| subs.map { |sub| [tag, sub] } }
         found = scopes.find { |tag, sub| conn.call("HEXISTS", Native::Stats.waits_key(tag, sub), jid).to_i == 1 }
         found && { jid: jid, state: :parked, held_by: { concurrency: parked_scope(FairTenant.stats.scope(*found)) } }
       end

@@ -72,6 +72,11 @@ module Sidekiq
                       oldest_parked_age: oldest && [now - (oldest / 1000.0), 0].max)
       end
 
+      # The scopes with parked jobs, [[tag, [sub, ...]], ...], read on `conn` (Sidekiq's, where the slots are).
+      def parked_scopes(conn)
+        conn.call("SMEMBERS", TAGS_KEY).to_a.map { |tag| [tag, conn.call("HKEYS", Native::Stats.meta_key(tag))] }
+      end
+
       private
 
       # Native::Stats of the gem's connection (rebuilt after a fork or a settings change), for tenants and
@@ -83,9 +88,7 @@ module Sidekiq
       # Every scope with parked jobs, then those with running jobs a bounded SCAN finds: at most `max`.
       def scopes(max)
         SidekiqRedis.with do |conn|
-          parked = conn.call("SMEMBERS", TAGS_KEY).to_a.map do |tag|
-            [tag, conn.call("HKEYS", Native::Stats.meta_key(tag))]
-          end
+          parked = parked_scopes(conn)
           Native::Stats.scope_list(parked, holder_keys(conn, max - parked.sum { |_, subs| subs.size }), max)
         end
       end

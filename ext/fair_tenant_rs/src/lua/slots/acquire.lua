@@ -46,12 +46,8 @@ if held and owner == K_HANDED .. run then
   if ok and parked_job(job) then take_back(job.queue, ARGV[6]) end
 end
 if held and (owner == false or owner == run or string.sub(owner, 1, 1) == K_HANDED) then
-  -- A copy handed over for another run that parked it: this claim served that run's park, so a re-send of its
-  -- call (its reply lost) takes nothing when it comes (it would park the job again, which would run twice).
-  if owner and #owner > #K_HANDED and string.sub(owner, 1, 1) == K_HANDED and owner ~= K_HANDED .. run then
-    redis.call('HSET', KEYS[8], string.sub(owner, #K_HANDED + 1), 1)
-    redis.call('PEXPIRE', KEYS[8], K_GONE_TTL_MS)
-  end
+  local parker = parking_run(owner, run) -- a copy handed over for another run that parked it
+  if parker then mark_gone(KEYS[8], parker) end
   redis.call('ZADD', holders, lease_until, jid)
   redis.call('HSET', s.runs, jid, run)
   return { 1, handed }

@@ -48,13 +48,10 @@ if mine then
       break
     end
   end
-  -- A copy handed over for another run that parked it: this claim served that run's park, so a re-send of its
-  -- call (its reply lost) takes nothing when it comes (it would park the job again, which would run twice).
-  for i = 1, #scopes do
-    local owner = owners[i]
-    if owner and #owner > #K_HANDED and string.sub(owner, 1, 1) == K_HANDED and owner ~= K_HANDED .. run then
-      redis.call('HSET', scopes[1].gone, string.sub(owner, #K_HANDED + 1), 1)
-      redis.call('PEXPIRE', scopes[1].gone, K_GONE_TTL_MS)
+  for i = 1, #scopes do -- a copy handed over for another run that parked it (its parking run is in every scope)
+    local parker = parking_run(owners[i], run)
+    if parker then
+      mark_gone(scopes[1].gone, parker)
       break
     end
   end

@@ -12,6 +12,22 @@
 -- k  holders, parked, limits, waiting, runs, waits, gone
 -- a  jid, lease (ms) for handed-over jobs, default limit, sub, run ('': whichever holds it)[, payload, queue]
 -- Returns the jobs handed a slot and 1 when more could go now.
+-- A run given up (a lost acquire reply): its acquire, when it comes, takes nothing (kept K_GONE_TTL_MS).
+local function mark_gone(gone, run)
+  redis.call('HSET', gone, run, 1)
+  redis.call('PEXPIRE', gone, K_GONE_TTL_MS)
+end
+
+-- The run that parked a handed-over copy (`owner`: K_HANDED .. it) when another run claims it, or nil: the claim
+-- served that run's park, so it is marked gone (mark_gone) and a re-send of its call (its reply lost) takes
+-- nothing when it comes (it would park the job again, which would run twice).
+local function parking_run(owner, run)
+  if owner and #owner > #K_HANDED and string.sub(owner, 1, 1) == K_HANDED and owner ~= K_HANDED .. run then
+    return string.sub(owner, #K_HANDED + 1)
+  end
+  return nil
+end
+
 local function give_back(k, a)
   local jid, run, payload = a[1], a[5], a[6]
   local s = { holders = k[1], parked = k[2], runs = k[5], waits = k[6], limits = k[3], sub = a[4],
@@ -32,8 +48,7 @@ local function give_back(k, a)
     redis.call('ZREM', s.parked, payload)
     redis.call('HDEL', s.waits, jid)
   elseif payload then
-    redis.call('HSET', k[7], run, 1)
-    redis.call('PEXPIRE', k[7], K_GONE_TTL_MS)
+    mark_gone(k[7], run)
   end
   -- Nobody waits: nothing to hand over (expired leases are dropped when a slot is next needed).
   if freed == 0 or redis.call('EXISTS', s.parked, k[4]) == 0 then

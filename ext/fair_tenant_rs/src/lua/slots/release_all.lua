@@ -39,9 +39,6 @@ else
       parked = true
     end
   end
-  if not parked then
-    redis.call('HSET', scopes[1].gone, run, 1)
-    redis.call('PEXPIRE', scopes[1].gone, K_GONE_TTL_MS)
-  end
+  if not parked then mark_gone(scopes[1].gone, run) end
 end
 return { handed, more }
