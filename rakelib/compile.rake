@@ -10,8 +10,9 @@ ENV["CARGO_TARGET_DIR"] = File.expand_path("../target", __dir__) if ENV.fetch("C
 
 require_relative "cargo_features"
 
-# A checkout's library also carries what bin/demo and bin/bench call (the cargo feature `bench`); the gems' do
-# not: `gem install` builds without it, and so do `rake native gem`, `native:all` and `package:native_*`.
+# A checkout's library also carries what bin/demo and bin/bench call, and the slot API kept for specs (the cargo
+# feature `bench`); the gems' do not: `gem install` builds without it, and so do `rake native gem`, `native:all`
+# and `package:native_*`.
 if Rake.application.top_level_tasks.any? { |task| task.start_with?("native", "package:native") }
   CargoFeatures.use("")
 else

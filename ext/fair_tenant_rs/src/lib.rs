@@ -20,7 +20,8 @@
 //!   `tls`, `server_check` (what the scripts need from the server).
 //! - [`error`], [`build_info`].
 //! - [`demo`] (`ideal`: the simulated schedule `bin/demo` measures against), only with the cargo
-//!   feature `bench`, as are the bench hooks (`Client#noop_eval`, `Router#route_args`).
+//!   feature `bench`, as are the bench hooks (`Client#noop_eval`, `Router#route_args`) and the slot API
+//!   kept for specs (`client.slots`, `Native::Slots` instances: `ruby_api/bench/slots.rs`).
 
 pub mod build_info;
 #[cfg(any(test, feature = "bench"))]

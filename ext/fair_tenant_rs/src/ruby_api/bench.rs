@@ -1,5 +1,8 @@
 //! What only `bin/demo` and `bin/bench` call, defined with the cargo feature `bench`:
-//! `Client#noop_eval`, `Router#route_args` and `Fair.simulate` (`simulate_by`, `simulate_rated`).
+//! `Client#noop_eval`, `Router#route_args` and `Fair.simulate` (`simulate_by`, `simulate_rated`); and,
+//! for specs too, `Native::Slots` instances (`client.slots`: `bench/slots.rs`).
+
+mod slots;
 
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, TypedData};
 
@@ -82,5 +85,6 @@ pub fn init(ruby: &Ruby, native: RModule) -> Result<(), Error> {
     fair.define_singleton_method("simulate", magnus::function!(simulate, 2))?;
     fair.define_singleton_method("simulate_by", magnus::function!(simulate_by, 3))?;
     fair.define_singleton_method("simulate_rated", magnus::function!(simulate_rated, 4))?;
+    slots::init(ruby, native)?;
     Ok(())
 }

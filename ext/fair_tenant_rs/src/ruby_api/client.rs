@@ -1,6 +1,7 @@
 //! `Sidekiq::FairTenant::Native::Client`: the extension's connection to Redis (see
-//! `src/handle.rs`), and the objects that use it: `client.router`, `client.slots` and
-//! `client.stats`, each made on first use and kept for the client's life.
+//! `src/handle.rs`), and the objects that use it: `client.router` and `client.stats` (and, with
+//! the cargo feature `bench`, `client.slots`: `bench/slots.rs`), each made on first use and kept
+//! for the client's life.
 //! Binding only: converts the settings Hash, releases the GVL, maps errors.
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::ruby_api::helpers::memo::Memo;
 use crate::ruby_api::router::RbRouter;
+#[cfg(feature = "bench")]
 use crate::ruby_api::slots::RbSlots;
 use crate::ruby_api::stats::RbStats;
 
@@ -35,6 +37,7 @@ use crate::ruby_api::stats::RbStats;
 pub struct RbClient {
     handle: Arc<Handle>,
     router: Memo<RbRouter>,
+    #[cfg(feature = "bench")]
     slots: Memo<RbSlots>,
     stats: Memo<RbStats>,
 }
@@ -42,6 +45,7 @@ pub struct RbClient {
 impl DataTypeFunctions for RbClient {
     fn mark(&self, marker: &Marker) {
         self.router.mark(marker);
+        #[cfg(feature = "bench")]
         self.slots.mark(marker);
         self.stats.mark(marker);
     }
@@ -118,6 +122,7 @@ impl RbClient {
         Ok(RbClient {
             handle: Arc::new(handle),
             router: Memo::default(),
+            #[cfg(feature = "bench")]
             slots: Memo::default(),
             stats: Memo::default(),
         })
@@ -129,10 +134,12 @@ impl RbClient {
             .get_or_wrap(ruby, || RbRouter::over(rb_self.handle()))
     }
 
-    fn slots(ruby: &Ruby, rb_self: &Self) -> Obj<RbSlots> {
+    /// `client.slots`, defined with the cargo feature `bench` (`bench/slots.rs`).
+    #[cfg(feature = "bench")]
+    pub fn slots(ruby: &Ruby, rb_self: &Self) -> Obj<RbSlots> {
         rb_self
             .slots
-            .get_or_wrap(ruby, || RbSlots::over(rb_self.handle()))
+            .get_or_wrap(ruby, || RbSlots(rb_self.handle()))
     }
 
     fn stats(ruby: &Ruby, rb_self: &Self) -> Obj<RbStats> {
@@ -175,17 +182,14 @@ impl RbClient {
     }
 }
 
-/// Defines `Client`, and `Router.new(client)`, `Slots.new(client)` and `Stats.new(client)`: one more
-/// object over the client's pool (`client.router` and the others keep one each). Here, so that the
-/// three bindings know the pool handle, not the client; their classes are defined before.
+/// Defines `Client`, and `Router.new(client)` and `Stats.new(client)`: one more object over the
+/// client's pool (`client.router` and `client.stats` keep one each). Here, so that the two bindings
+/// know the pool handle, not the client; their classes are defined before. (`Slots.new(client)`:
+/// `bench/slots.rs`.)
 pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     RbRouter::class(ruby).define_singleton_method(
         "new",
         magnus::function!(|c: &RbClient| RbRouter::over(c.handle()), 1),
-    )?;
-    RbSlots::class(ruby).define_singleton_method(
-        "new",
-        magnus::function!(|c: &RbClient| RbSlots::over(c.handle()), 1),
     )?;
     RbStats::class(ruby).define_singleton_method(
         "new",
@@ -198,7 +202,6 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
         magnus::function!(RbClient::check_key_format, 1),
     )?;
     class.define_method("router", magnus::method!(RbClient::router, 0))?;
-    class.define_method("slots", magnus::method!(RbClient::slots, 0))?;
     class.define_method("stats", magnus::method!(RbClient::stats, 0))?;
     class.define_method("ping", magnus::method!(RbClient::ping, 0))?;
     class.define_method("server", magnus::method!(RbClient::server, 0))?;

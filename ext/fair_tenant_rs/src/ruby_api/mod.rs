@@ -52,6 +52,7 @@ pub fn init(ruby: &Ruby) -> Result<(), Error> {
 fn resolve_wrapped_classes(ruby: &Ruby) {
     client::RbClient::class(ruby);
     router::RbRouter::class(ruby);
+    #[cfg(feature = "bench")]
     slots::RbSlots::class(ruby);
     stats::RbStats::class(ruby);
     rule_set::RbRuleSet::class(ruby);
