@@ -97,6 +97,11 @@ check("no demo or bench hooks (cargo feature bench off)",
       !Sidekiq::FairTenant::Native::Fair.respond_to?(:simulate) &&
         !Sidekiq::FairTenant::Native::Client.method_defined?(:noop_eval) &&
         !Sidekiq::FairTenant::Native::Router.method_defined?(:route_args))
+# The slot API kept for specs (and bin/bench): Client#slots, Slots.new(client) and the Slots instances' methods.
+check("no spec-only slot API: Client#slots, Slots.new(client), Slots#acquire and the others (feature bench off)",
+      !Sidekiq::FairTenant::Native::Client.method_defined?(:slots) &&
+        !Sidekiq::FairTenant::Native::Slots.singleton_methods(false).include?(:new) &&
+        Sidekiq::FairTenant::Native::Slots.instance_methods(false).empty?)
 spec = Gem.loaded_specs.fetch("sidekiq-fair_tenant-rs")
 check("#{spec.full_name} loaded, platform #{ENV.fetch("SMOKE_PLATFORM")}", spec.platform.to_s == ENV["SMOKE_PLATFORM"])
 if spec.platform.to_s != "ruby"
