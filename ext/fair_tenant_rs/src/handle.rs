@@ -1,7 +1,7 @@
 //! The pool handle every binding shares: one Redis pool, and the `enqueues_key` format that names
-//! the router's and the stats' keys. `Native::Client` opens it; `Native::Router`, `Native::Slots`,
-//! `Native::Stats` and `Native::Limits` hold it through an `Arc`, so they all talk to Redis over
-//! the same pool, and whichever of them Ruby collects last closes it.
+//! the router's and the stats' keys. `Native::Client` opens it; `Native::Router`, `Native::Slots`
+//! and `Native::Stats` hold it through an `Arc`, so they all talk to Redis over the same pool, and
+//! whichever of them Ruby collects last closes it (`Native::Limits` and `Native::Rate` hold none).
 
 use crate::error::Result;
 use crate::redis::pool::{Pool, PoolConfig};

@@ -4,7 +4,7 @@ module Sidekiq
   module FairTenant
     # Said once when a server process starts, if job classes with `fair_tenant_queues` rules send their jobs to
     # a fair queue: those jobs stay there unless a rule has `from_fair_queue: true` (the line is the extension's,
-    # fair_rules.rs).
+    # fair/rules.rs).
     module FairRulesCheck
       module_function
 

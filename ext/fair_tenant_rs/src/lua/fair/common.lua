@@ -1,5 +1,5 @@
 -- Start-time fair queueing over the backlogged tenants of one fair queue (the policy; the Rust module
--- fair.rs holds the same rule as a model with its unit tests; src/lockstep.rs runs both side by side).
+-- fair/sfq.rs holds the same rule as a model with its unit tests; fair/lockstep.rs runs both side by side).
 --
 -- Keys of a fair queue Q (one hash tag, so one slot):
 --   ready  ZSET   backlogged tenants that may be served; member = 16 hex digits of activation order ..
@@ -15,7 +15,7 @@
 --                 next job, so the time is never later than the oldest's; readers read the head job where
 --                 they need the exact time (head_time: latency, stats)
 --   capped ZSET   tenants out of the rotation: their next job's concurrency scope is full (a static cap);
---                 member and score as in ready (fair_caps.lua)
+--                 member and score as in ready (fair/serve.lua)
 --   over   ZSET   tenants at or over an elastic cap: served, in fair order, only while ready is empty
 --   rated  ZSET   tenants out of the rotation until a rate window lets their next job start (score: that
 --                 instant, ms of Redis's clock); member as in ready, start tag kept in rated-tags (HASH)

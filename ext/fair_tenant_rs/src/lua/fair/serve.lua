@@ -1,13 +1,13 @@
--- Concurrency caps inside fair queues, and the serving rule that honours them (after slots_common.lua and
--- fair_common.lua; the Rust model is CappedSfq in fair_caps.rs, run side by side with these scripts by the
--- lockstep test, src/lockstep.rs).
+-- Concurrency caps inside fair queues, and the serving rule that honours them (after slots/common.lua and
+-- fair/common.lua; the Rust model is CappedSfq in fair/caps.rs, run side by side with these scripts by the
+-- lockstep test, fair/lockstep.rs).
 --
 -- A job pushed to a fair queue by a class with `fair_tenant_concurrency` carries its slot (FairPush) in its
 -- K_SLOT_FIELD field: [tag, sub, default limit, lease ms, elastic 0/1] (positions K_SLOT_TAG ... K_SLOT_ELASTIC)
 -- Its slot is taken when it is served (its jid joins the scope's holders with a lease, as the server
 -- middleware's acquire does for other queues) and given back with its acknowledgement, requeue or recovery.
 -- No job is parked or fetched twice: a tenant whose next job cannot take its slot leaves the rotation.
---   fair queue `capped` / `over`  where it waits (fair_common.lua), keeping its start tag
+--   fair queue `capped` / `over`  where it waits (fair/common.lua), keeping its start tag
 --   <slots base><sub>:waiting  ZSET  "c|o<len>:<queue><ready member>" -> start tag: who waits on the scope
 --                                    (c: in `capped`, o: in `over`)
 --   <that key>:index           HASH  "<len>:<queue><tenant>" -> the tenant's entry there: every script that
