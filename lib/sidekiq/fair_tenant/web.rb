@@ -4,6 +4,7 @@ require "sidekiq/web"
 require "sidekiq/fair_tenant"
 require "sidekiq/fair_tenant/cli/why_text"
 require "sidekiq/fair_tenant/web/why_links"
+require "sidekiq/fair_tenant/web/heartbeat"
 
 module Sidekiq
   module FairTenant
@@ -13,7 +14,8 @@ module Sidekiq
     # weight, running/limit; capped tenants: running/limit, static or elastic, in force or lifted),
     # concurrency scopes, runtime limits and weights, with forms (CSRF protected by Sidekiq::Web) to set
     # and delete limits and weights, and one that asks why a job (by jid) still waits (FairTenant.why), which
-    # each job row of Sidekiq's queue page links to (WhyLinks).
+    # each job row of Sidekiq's queue page links to (WhyLinks). Sidekiq 7's `HEAD /` counts a fair `default`'s
+    # backlog (Heartbeat).
     module Web
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
@@ -140,10 +142,11 @@ module Sidekiq
       end
 
       # Sidekiq 8 registers extensions on its Web config, 7.3 through `Web.register` with a name
-      # and tab, 6.4-7.2 with `Web.register` plus a `tabs` entry. `Web.use` (6.4 to 8.x) adds WhyLinks to
-      # the stack Sidekiq::Web builds on its first request.
+      # and tab, 6.4-7.2 with `Web.register` plus a `tabs` entry. `Web.use` (6.4 to 8.x) adds WhyLinks and
+      # Heartbeat to the stack Sidekiq::Web builds on its first request.
       def self.install
         ::Sidekiq::Web.use(WhyLinks)
+        ::Sidekiq::Web.use(Heartbeat)
         names = { name: "fair_tenant", tab: "Fair Tenant", index: "fair_tenant" }
         if defined?(::Sidekiq::Web::Config) && ::Sidekiq::Web::Config.method_defined?(:register)
           ::Sidekiq::Web.configure { |config| config.register(self, **names) }

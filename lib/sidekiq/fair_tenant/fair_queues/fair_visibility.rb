@@ -7,10 +7,11 @@ module Sidekiq
   module FairTenant
     # Sidekiq's API and Web UI see a fair queue's backlog too: `Sidekiq::Queue#size`, `#latency`, `#clear`,
     # `#each` (so `#count`, `#find_job` and the rest of Enumerable), `Sidekiq::JobRecord#delete`, the Queues
-    # page and a queue's page (its list, paging and Delete), `Sidekiq::Stats#enqueued` and `#queues` (what
-    # autoscalers such as judoscale and HireFire read). Works in any process with the gem loaded (the Web
-    # UI's too), whether or not it has `fair_queues` configured: a queue that never was fair has no backlog
-    # there.
+    # page and a queue's page (its list, paging and Delete), `Sidekiq::Stats#enqueued`, `#queues` (what
+    # autoscalers such as judoscale and HireFire read) and `#default_queue_latency`, so the Web UI's /stats and
+    # /stats/queues too. Works in any process with the gem loaded (the Web UI's too), whether or not it has
+    # `fair_queues` configured: a queue that never was fair has no backlog there. (Sidekiq 7's `HEAD /` of the
+    # Web UI: Web::Heartbeat, with the Web tab.)
     module FairVisibility
       PAGE = 50 # jobs of Sidekiq's list per round trip of Queue#each, as Sidekiq's own
 
@@ -86,16 +87,27 @@ module Sidekiq
         end
       end
 
-      # Prepended to Sidekiq::Stats: `enqueued`, and `queues` (queue lengths, as the Web UI's stats serve them).
+      # Prepended to Sidekiq::Stats: `enqueued`, and `default_queue_latency` (the Web UI's /stats serves it),
+      # as Queue#latency of `default`.
       module Stats
         def enqueued
           super + FairVisibility.backlogs.values.sum
         end
 
-        def queues
-          fair = FairVisibility.backlogs
-          super.to_h { |queue, size| [queue, size + fair.fetch(queue, 0)] }.sort_by { |_, size| -size }.to_h
+        def default_queue_latency
+          [super, Sidekiq.redis { |conn| FairBacklog.latency(conn, "default") }].max
         end
+      end
+
+      # Prepended to Sidekiq 7+'s Sidekiq::Stats: `queues` (queue lengths, as the Web UI's /stats/queues serves them).
+      module StatsQueues
+        def queues = FairVisibility.with_backlogs(super)
+      end
+
+      # Prepended to Sidekiq 6's Sidekiq::Stats::Queues: `lengths`, which its Stats#queues and the Web UI's
+      # /stats/queues read.
+      module StatsLengths
+        def lengths = FairVisibility.with_backlogs(super)
       end
 
       module_function
@@ -108,11 +120,22 @@ module Sidekiq
         end
       end
 
+      # Queue lengths (name => size, largest first) with each queue's fair backlog added.
+      def with_backlogs(lengths)
+        fair = backlogs
+        lengths.to_h { |queue, size| [queue, size + fair.fetch(queue, 0)] }.sort_by { |_, size| -size }.to_h
+      end
+
       def install
         ::Sidekiq::Queue.prepend(Queue)
         ::Sidekiq::JobRecord.prepend(JobRecord)
         ::Sidekiq::Paginator.prepend(Paginator)
         ::Sidekiq::Stats.prepend(Stats)
+        if defined?(::Sidekiq::Stats::Queues)
+          ::Sidekiq::Stats::Queues.prepend(StatsLengths)
+        else
+          ::Sidekiq::Stats.prepend(StatsQueues)
+        end
       end
     end
   end

@@ -21,6 +21,12 @@ module Sidekiq
            [SOURCE]]
         end
 
+        # A rewritten response's headers: its Content-Length, if it has one, set to `bytes` (Heartbeat's too).
+        def self.with_length(headers, bytes)
+          length = headers.keys.find { |key| key.to_s.casecmp?("content-length") }
+          length ? headers.merge(length => bytes.to_s) : headers
+        end
+
         def initialize(app)
           @app = app
         end
@@ -39,7 +45,7 @@ module Sidekiq
           html = body.join
           at = html.rindex("</body>") or return
           html.insert(at, tag(env))
-          [status, with_length(headers, html.bytesize), [html]]
+          [status, WhyLinks.with_length(headers, html.bytesize), [html]]
         rescue StandardError
           nil
         end
@@ -50,11 +56,6 @@ module Sidekiq
 
         def html?(headers)
           headers.any? { |key, value| key.to_s.casecmp?("content-type") && value.to_s.start_with?("text/html") }
-        end
-
-        def with_length(headers, bytes)
-          length = headers.keys.find { |key| key.to_s.casecmp?("content-length") }
-          length ? headers.merge(length => bytes.to_s) : headers
         end
 
         def tag(env)
