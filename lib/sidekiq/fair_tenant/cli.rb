@@ -116,14 +116,14 @@ module Sidekiq
       end
 
       def print_tenants(total, rows)
-        return @out.puts(JSON.pretty_generate(total: total, tenants: rows)) if @options[:json]
+        return @out.puts(Printable.json(total: total, tenants: rows)) if @options[:json]
 
         @out.puts(CLIFormat.tenants(total, Printable.deep(rows)))
       end
 
       def concurrency
         scopes = FairTenant.stats.concurrency
-        @out.puts(@options[:json] ? JSON.pretty_generate(scopes) : CLIFormat.scopes(Printable.deep(scopes)))
+        @out.puts(@options[:json] ? Printable.json(scopes) : CLIFormat.scopes(Printable.deep(scopes)))
       end
 
       def target(argv)

@@ -10,7 +10,7 @@ module Sidekiq
         jid = argv.shift or raise CLI::UsageError, "why needs a JID"
         extra!(argv)
         result = FairTenant.why(jid)
-        @out.puts(@options[:json] ? JSON.pretty_generate(result) : WhyText.lines(Printable.deep(result)).join("\n"))
+        @out.puts(@options[:json] ? Printable.json(result) : WhyText.lines(Printable.deep(result)).join("\n"))
       end
 
       def weights(argv)
@@ -55,7 +55,7 @@ module Sidekiq
         extra!(argv)
         stats = FairTenant.fair_stats
         result = queue ? stats.queue(queue, limit: @options[:limit], offset: @options[:offset]) : stats.queues
-        @out.puts(@options[:json] ? JSON.pretty_generate(result) : CLIFormat.fair(Printable.deep(result)))
+        @out.puts(@options[:json] ? Printable.json(result) : CLIFormat.fair(Printable.deep(result)))
       end
 
       def resumed(count)
