@@ -45,11 +45,11 @@ module Sidekiq
         dispatch(command, argv)
         0
       rescue UsageError, OptionParser::ParseError, ArgumentError => e
-        @err.puts("sidekiq-fair_tenant: #{e.message}")
+        @err.puts("sidekiq-fair_tenant: #{Printable.call(e.message)}")
         @err.puts("Run `sidekiq-fair_tenant --help` for usage.")
         2
       rescue Sidekiq::FairTenant::Error => e
-        @err.puts("sidekiq-fair_tenant: #{e.class.name.split("::").last}: #{e.message}")
+        @err.puts("sidekiq-fair_tenant: #{e.class.name.split("::").last}: #{Printable.call(e.message)}")
         1
       end
 
@@ -90,7 +90,7 @@ module Sidekiq
       def dispatch(command, argv)
         case command
         when "help" then nil
-        when "queues" then @out.print(QueueConfig.yaml)
+        when "queues" then @out.puts(QueueConfig.yaml.lines(chomp: true).map { |line| Printable.call(line) })
         when *COMMANDS.keys then send(COMMANDS[command], argv)
         else raise UsageError, "unknown command #{command.inspect}"
         end
@@ -116,12 +116,14 @@ module Sidekiq
       end
 
       def print_tenants(total, rows)
-        @out.puts(@options[:json] ? JSON.pretty_generate(total: total, tenants: rows) : CLIFormat.tenants(total, rows))
+        return @out.puts(Printable.json(total: total, tenants: rows)) if @options[:json]
+
+        @out.puts(CLIFormat.tenants(total, Printable.deep(rows)))
       end
 
       def concurrency
         scopes = FairTenant.stats.concurrency
-        @out.puts(@options[:json] ? JSON.pretty_generate(scopes) : CLIFormat.scopes(scopes))
+        @out.puts(@options[:json] ? Printable.json(scopes) : CLIFormat.scopes(Printable.deep(scopes)))
       end
 
       def target(argv)

@@ -39,7 +39,7 @@ module Sidekiq
       def listening?(name) = ::ActiveSupport::Notifications.notifier.listening?(name)
 
       def log(event, payload)
-        FairTenant.logger.debug { "[sidekiq-fair_tenant] #{event} #{payload.map { |k, v| "#{k}=#{v}" }.join(" ")}" }
+        FairTenant.logger.debug { Printable.log("#{event} #{payload.map { |k, v| "#{k}=#{v}" }.join(" ")}") }
       end
     end
   end

@@ -24,7 +24,7 @@ module Sidekiq
         end
         message = yield
         message += " (#{suppressed} similar warnings suppressed)" if suppressed.positive?
-        logger.warn("[sidekiq-fair_tenant] #{message}")
+        logger.warn(Printable.log(message))
         true
       end
 

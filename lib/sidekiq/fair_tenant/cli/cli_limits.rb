@@ -11,7 +11,7 @@ module Sidekiq
         limits = FairTenant.limits
         @out.puts(
           case action
-          when "list" then CLIFormat.limits(limits.list)
+          when "list" then CLIFormat.limits(Printable.deep(limits.list))
           when "get" then limits.get(**target(argv)) || "none"
           when "set" then set_limit(limits, argv)
           when "delete" then "limit deleted; #{limits.delete(**target(argv))} parked job(s) released"

@@ -37,7 +37,7 @@ module Sidekiq
 
       def list_rates(rates, argv)
         extra!(argv)
-        CLIRates.list(rates.list)
+        CLIRates.list(Printable.deep(rates.list))
       end
 
       def set_rate(rates, argv)

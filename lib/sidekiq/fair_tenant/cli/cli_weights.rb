@@ -10,7 +10,7 @@ module Sidekiq
         jid = argv.shift or raise CLI::UsageError, "why needs a JID"
         extra!(argv)
         result = FairTenant.why(jid)
-        @out.puts(@options[:json] ? JSON.pretty_generate(result) : WhyText.lines(result).join("\n"))
+        @out.puts(@options[:json] ? Printable.json(result) : WhyText.lines(Printable.deep(result)).join("\n"))
       end
 
       def weights(argv)
@@ -24,7 +24,7 @@ module Sidekiq
 
       def list_weights(weights, argv)
         extra!(argv)
-        CLIFormat.weights(weights.list)
+        CLIFormat.weights(Printable.deep(weights.list))
       end
 
       def get_weight(weights, argv)
@@ -46,7 +46,7 @@ module Sidekiq
         queue = argv.shift or raise CLI::UsageError, "fair-off needs a QUEUE"
         extra!(argv)
         result = Sidekiq.redis { |conn| FairOff.run(conn, queue, on_wait: FairOff.method(:waiting).curry[@out]) }
-        @out.puts(FairOff.note(queue, result))
+        @out.puts(FairOff.note(Printable.call(queue), result))
       end
 
       # stats --fair [QUEUE]: every fair queue, or one queue's waiting tenants (oldest first).
@@ -55,7 +55,7 @@ module Sidekiq
         extra!(argv)
         stats = FairTenant.fair_stats
         result = queue ? stats.queue(queue, limit: @options[:limit], offset: @options[:offset]) : stats.queues
-        @out.puts(@options[:json] ? JSON.pretty_generate(result) : CLIFormat.fair(result))
+        @out.puts(@options[:json] ? Printable.json(result) : CLIFormat.fair(Printable.deep(result)))
       end
 
       def resumed(count)

@@ -76,7 +76,7 @@ module Sidekiq
         @finish.requeue_units(inprogress)
         ::Sidekiq.logger.info("Pushed #{inprogress.size} jobs back to Redis")
       rescue StandardError => e
-        ::Sidekiq.logger.warn("Failed to requeue #{inprogress.size} jobs: #{e.message}")
+        ::Sidekiq.logger.warn("Failed to requeue #{inprogress.size} jobs: #{Printable.call(e.message)}")
       end
 
       # A FairUnit ran: its field is dropped with the next call of any thread into the list (Acks). `timing`:

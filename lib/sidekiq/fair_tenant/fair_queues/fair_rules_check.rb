@@ -10,9 +10,9 @@ module Sidekiq
 
       def warn_at_boot(classes = JobClasses.routed)
         line = notice(classes)
-        FairTenant.logger.warn("[sidekiq-fair_tenant] #{line}") if line
+        FairTenant.logger.warn(Printable.log(line)) if line
       rescue StandardError => e
-        FairTenant.logger.warn("[sidekiq-fair_tenant] fair queue rule check failed: #{e.class}: #{e.message}")
+        FairTenant.logger.warn(Printable.log("fair queue rule check failed: #{e.class}: #{e.message}"))
       end
 
       def notice(classes = JobClasses.routed)

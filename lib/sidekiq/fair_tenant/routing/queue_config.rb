@@ -27,9 +27,9 @@ module Sidekiq
       end
 
       def warn_at_boot(config)
-        problems(process_weights(config)).each { |message| FairTenant.logger.warn("[sidekiq-fair_tenant] #{message}") }
+        problems(process_weights(config)).each { |message| FairTenant.logger.warn(Printable.log(message)) }
       rescue StandardError => e
-        FairTenant.logger.warn("[sidekiq-fair_tenant] queue check failed: #{e.class}: #{e.message}")
+        FairTenant.logger.warn(Printable.log("queue check failed: #{e.class}: #{e.message}"))
       end
 
       # Weights of the queues a Sidekiq server process works on (6.x options, 7.x/8.x capsules).

@@ -14,11 +14,11 @@ module Sidekiq
         problem = Native::ServerCheck.problem(info, FairQueues.any?)
         raise ConfigurationError, "sidekiq-fair_tenant-rs: #{problem}" if problem
 
-        FairTenant.logger.info("[sidekiq-fair_tenant] Redis server: #{Native::ServerCheck.describe(info)}")
+        FairTenant.logger.info(Printable.log("Redis server: #{Native::ServerCheck.describe(info)}"))
       rescue ConfigurationError
         raise
       rescue StandardError => e
-        FairTenant.logger.warn("[sidekiq-fair_tenant] Redis server check skipped: #{e.class}: #{e.message}")
+        FairTenant.logger.warn(Printable.log("Redis server check skipped: #{e.class}: #{e.message}"))
       end
     end
   end

@@ -87,8 +87,7 @@ module Sidekiq
               rescue StandardError => e
                 attempt += 1
                 retry if attempt < ATTEMPTS_AT_EXIT && sleep(0.5)
-                ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not acknowledge finished jobs at exit: " \
-                                      "#{e.message}")
+                ::Sidekiq.logger.warn(Printable.log("could not acknowledge finished jobs at exit: #{e.message}"))
               end
             end
           end

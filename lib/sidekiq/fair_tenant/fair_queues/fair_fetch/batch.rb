@@ -111,8 +111,8 @@ module Sidekiq
         def give_back(unit)
           unit&.requeue
         rescue StandardError => e
-          ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not put back a job fetched for a stopping thread " \
-                                "(the in-flight audit or a recovery will): #{e.message}")
+          ::Sidekiq.logger.warn(Printable.log("could not put back a job fetched for a stopping thread " \
+                                              "(the in-flight audit or a recovery will): #{e.message}"))
         end
       end
     end

@@ -51,7 +51,7 @@ module Sidekiq
             end
           end
         rescue StandardError => e
-          ::Sidekiq.logger.warn("[sidekiq-fair_tenant] could not trim the dead set: #{e.message}")
+          ::Sidekiq.logger.warn(Printable.log("could not trim the dead set: #{e.message}"))
         end
 
         def notify(payload, reason)
@@ -59,7 +59,7 @@ module Sidekiq
           handlers.each do |handler|
             handler.call(payload, error)
           rescue StandardError => e
-            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] a death handler raised: #{e.class}: #{e.message}")
+            ::Sidekiq.logger.warn(Printable.log("a death handler raised: #{e.class}: #{e.message}"))
           end
         end
 

@@ -44,11 +44,12 @@ module Sidekiq
           def refuse(verdict, found)
             @refused_at = Interval.now
             seen = verdict == "newer" ? found : "not a version"
-            ::Sidekiq.logger.error(
-              "[sidekiq-fair_tenant] fair queues refused: #{KEY} is #{seen}, this gem knows format #{FORMAT} " \
-              "(a newer gem, or a hand, wrote it); nothing is fetched from any queue of this process until the " \
-              "state is this format: see OPERATIONS.md, \"Upgrading and rolling back\""
-            )
+            ::Sidekiq.logger.error(Printable.log(
+                                     "fair queues refused: #{KEY} is #{seen}, this gem knows format #{FORMAT} " \
+                                     "(a newer gem, or a hand, wrote it); nothing is fetched from any queue of " \
+                                     "this process until the state is this format: see OPERATIONS.md, " \
+                                     "\"Upgrading and rolling back\""
+                                   ))
             false
           end
         end

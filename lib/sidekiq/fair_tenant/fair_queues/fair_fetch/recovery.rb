@@ -149,8 +149,8 @@ module Sidekiq
           end
 
           def log(identity, count)
-            ::Sidekiq.logger.warn("[sidekiq-fair_tenant] took #{count} in-flight job(s) of #{identity} back " \
-                                  "(its heartbeat has been gone for #{LAPSE} s since first found gone)")
+            ::Sidekiq.logger.warn(Printable.log("took #{count} in-flight job(s) of #{identity} back " \
+                                                "(its heartbeat has been gone for #{LAPSE} s since first found gone)"))
           end
         end
       end
