@@ -33,6 +33,7 @@ pub mod names;
 pub mod redis;
 pub mod routing;
 pub mod slots;
+pub mod tenant;
 
 mod ruby_api;
 

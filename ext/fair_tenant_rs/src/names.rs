@@ -230,6 +230,12 @@ pub const FAIR_MODE_JOBS: &str = "jobs";
 pub const FAIR_MODE_TIME: &str = "time";
 /// Between a queue's name and its mode in the environment form (`default,imports:time`).
 pub const FAIR_MODE_SEPARATOR: &str = ":";
+/// Longest fair queue name, in bytes (`fair_queues` refuses longer ones: every key of the queue names it).
+pub const FAIR_QUEUE_MAX_BYTES: u64 = 200;
+/// Longest tenant name kept as it is, in bytes; a longer one is stored as its first bytes (cut on a character
+/// boundary), [`TENANT_DIGEST_SEPARATOR`] and the SHA-1 of the whole name in hex, [`TENANT_MAX_BYTES`] bytes at most.
+pub const TENANT_MAX_BYTES: u64 = 256;
+pub const TENANT_DIGEST_SEPARATOR: &str = "~sha1:";
 /// A fair queue's hash of its tenants' recent mean run times (ms), under `time`.
 pub const RUNTIMES: &str = "rt";
 /// The field of a fair queue's state hash holding the recent mean run time (ms) of all its tenants.
@@ -413,6 +419,8 @@ pub const NAMES: &[Name] = &[
     s("FAIR_MODE_JOBS", FAIR_MODE_JOBS, Literal),
     s("FAIR_MODE_TIME", FAIR_MODE_TIME, Literal),
     s("FAIR_MODE_SEPARATOR", FAIR_MODE_SEPARATOR, Literal),
+    n("FAIR_QUEUE_MAX_BYTES", FAIR_QUEUE_MAX_BYTES, &[]),
+    n("TENANT_MAX_BYTES", TENANT_MAX_BYTES, &[]),
     s("RUNTIMES", RUNTIMES, Lua),
     s("STATE_MEAN", STATE_MEAN, Lua),
     n("TIME_FLOOR_MS", TIME_FLOOR_MS, &[]),

@@ -61,7 +61,7 @@ module Sidekiq
       # (derived_tenant). JobView#tenant asks in this order.
       def given_tenant(job)
         tenant = job["fair_tenant"]
-        blank?(tenant) ? nil : tenant.to_s
+        blank?(tenant) ? nil : stored_tenant(tenant.to_s, job)
       end
 
       # Class.fair_tenant(*args), then job["apartment"]; the block, if given, returns the arguments.
@@ -70,7 +70,26 @@ module Sidekiq
           tenant = klass.fair_tenant(*(block_given? ? yield : arguments(klass, job)))
         end
         tenant = job["apartment"] if blank?(tenant)
-        blank?(tenant) ? nil : tenant.to_s
+        blank?(tenant) ? nil : stored_tenant(tenant.to_s, job)
+      end
+
+      # A tenant name as every structure of the gem names it: a name longer than Names::TENANT_MAX_BYTES bytes
+      # becomes its short form (a prefix and the SHA-1 of the whole, Native::Tenant), with one warning a minute
+      # per class that names the class and the length, never the name.
+      def stored_tenant(tenant, job)
+        return tenant if tenant.bytesize <= Native::Names::TENANT_MAX_BYTES
+
+        FairTenant.warn(:long_tenant, job["wrapped"] || job["class"]) do
+          "#{job["wrapped"] || job["class"]}: a tenant name of #{tenant.bytesize} bytes is longer than " \
+            "#{Native::Names::TENANT_MAX_BYTES}; stored as its first bytes and its SHA-1 (docs/CONFIGURATION.md)"
+        end
+        Native::Tenant.stored(tenant)
+      end
+
+      # A tenant name given to an API (weights, limits, stats): its stored form, without a warning.
+      def stored_name(tenant)
+        tenant = tenant.to_s
+        tenant.bytesize <= Native::Names::TENANT_MAX_BYTES ? tenant : Native::Tenant.stored(tenant)
       end
 
       def blank?(value)

@@ -1,7 +1,7 @@
 //! How a fair queue shares its workers: by job count (`jobs`, the default) or by worker time (`time`), and
 //! the parsing of `fair_queues` entries that say so (`imports:time` in the environment form).
 
-use crate::names::{FAIR_MODE_JOBS, FAIR_MODE_SEPARATOR, FAIR_MODE_TIME};
+use crate::names::{FAIR_MODE_JOBS, FAIR_MODE_SEPARATOR, FAIR_MODE_TIME, FAIR_QUEUE_MAX_BYTES};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FairMode {
@@ -42,14 +42,36 @@ pub fn parse_fair_queue(entry: &str) -> Result<(String, FairMode), String> {
     Ok((queue.to_string(), mode))
 }
 
-/// A fair queue's name: not empty, without Sidekiq's `queue:` prefix.
+/// Characters a fair queue's name may not hold: `{` and `}` would break the hash tag of its keys
+/// (`...:fair:{<queue>}:`), `,` separates the entries of the environment form.
+const FORBIDDEN: [char; 3] = ['{', '}', ','];
+
+/// A fair queue's name: not empty, without Sidekiq's `queue:` prefix, no control characters, none of
+/// [`FORBIDDEN`], at most [`FAIR_QUEUE_MAX_BYTES`] bytes.
 pub fn check_queue(queue: &str) -> Result<(), String> {
     if queue.trim().is_empty() {
-        return Err("fair_queues: a queue name is empty".into());
+        return Err(format!("fair_queues: a queue name is empty, got {queue:?}"));
     }
     if queue.starts_with("queue:") {
         return Err(format!(
             "fair_queues takes queue names without the queue: prefix, got {queue:?}"
+        ));
+    }
+    if queue.chars().any(char::is_control) {
+        return Err(format!(
+            "fair_queues: a queue name has no control characters, got {queue:?}"
+        ));
+    }
+    if let Some(c) = queue.chars().find(|c| FORBIDDEN.contains(c)) {
+        return Err(format!(
+            "fair_queues: a queue name has none of {}, got {c:?} in {queue:?}",
+            FORBIDDEN.iter().collect::<String>()
+        ));
+    }
+    if queue.trim().len() as u64 > FAIR_QUEUE_MAX_BYTES {
+        return Err(format!(
+            "fair_queues: a queue name is at most {FAIR_QUEUE_MAX_BYTES} bytes, got {} bytes",
+            queue.trim().len()
         ));
     }
     Ok(())
@@ -84,5 +106,30 @@ mod tests {
         let err = parse_fair_queue("queue:imports:time").unwrap_err();
         assert!(err.contains("without the queue: prefix"), "{err}");
         assert!(fair_mode("Time").is_err());
+    }
+
+    #[test]
+    fn names_that_would_break_the_keys_are_refused_with_the_rule() {
+        for name in ["", "  ", "\t"] {
+            let err = check_queue(name).unwrap_err();
+            assert!(err.contains("fair_queues: a queue name is empty"), "{err}");
+        }
+        assert!(parse_fair_queue("").is_err());
+        let err = check_queue("imp\norts").unwrap_err();
+        assert!(err.contains("no control characters"), "{err}");
+        for name in ["a{b", "a}b", "a,b"] {
+            let err = check_queue(name).unwrap_err();
+            assert!(err.contains("has none of {},"), "{err}");
+        }
+        let long = "q".repeat(201);
+        let err = check_queue(&long).unwrap_err();
+        assert!(err.contains("at most 200 bytes, got 201 bytes"), "{err}");
+        assert_eq!(check_queue(&"q".repeat(200)), Ok(()));
+        assert_eq!(
+            check_queue("imports:v2"),
+            Ok(()),
+            "a Hash entry may hold the separator"
+        );
+        assert_eq!(check_queue("files-é"), Ok(()));
     }
 }

@@ -242,7 +242,7 @@ fn parse_rule(
         _ => return Err(fail("queue must be a non-blank String or Symbol".into())),
     };
 
-    let threshold = match coerce_number(threshold) {
+    let threshold = match coerce_number(numbers::count(threshold)) {
         Coerced::Missing => return Err(fail("threshold is missing".into())),
         Coerced::Number(n) if n >= 0.0 && n.fract() == 0.0 && n <= MAX_THRESHOLD as f64 => n as u64,
         Coerced::Number(n) if n < 0.0 => {
@@ -256,7 +256,7 @@ fn parse_rule(
         _ => return Err(fail("threshold must be a non-negative Integer".into())),
     };
 
-    let per = match coerce_number(per) {
+    let per = match coerce_number(numbers::seconds(per)) {
         Coerced::Missing => max_window,
         Coerced::Number(n) if n > 0.0 && n <= max_window => n,
         Coerced::Number(n) if n <= 0.0 => {
@@ -295,17 +295,12 @@ enum Coerced {
     Invalid,
 }
 
-fn coerce_number(v: &RawValue) -> Coerced {
+/// [`crate::options`]'s rule for what a number option accepts.
+fn coerce_number(v: Option<Result<f64, ()>>) -> Coerced {
     match v {
-        RawValue::Missing | RawValue::Nil => Coerced::Missing,
-        RawValue::Int(i) => Coerced::Number(*i as f64),
-        RawValue::Float(f) if f.is_finite() => Coerced::Number(*f),
-        // JSON round trips turn Durations and symbols into strings: "3600", "3600.0".
-        RawValue::Str(s) => match s.trim().parse::<f64>() {
-            Ok(f) if f.is_finite() => Coerced::Number(f),
-            _ => Coerced::Invalid,
-        },
-        _ => Coerced::Invalid,
+        None => Coerced::Missing,
+        Some(Ok(n)) => Coerced::Number(n),
+        Some(Err(())) => Coerced::Invalid,
     }
 }
 
@@ -315,6 +310,120 @@ fn err(job_class: &str, position: usize, inspect: &str, reason: &str) -> RuleErr
         position: Some(position),
         rule: inspect.to_string(),
         reason: reason.to_string(),
+    }
+}
+
+/// The one rule for what a number in a class's options (`fair_tenant_concurrency`, `fair_tenant_rate`,
+/// `fair_tenant_queues`) accepts besides a Ruby number. A String is taken on purpose: values often come
+/// from the environment (`limit: ENV["SHOP_SLOTS"]`) and a JSON round trip (a re-pushed payload) turns
+/// Durations and Symbols into Strings. Only plain decimal text is taken: `"2"`, `" 2 "`, and for seconds
+/// `"1.5"`; `""`, `"abc"`, `"-1"`, `"1e3"`, `"0x10"`, `"inf"` and `true`/`false` are refused, and a count
+/// (`limit`, `threshold`) refuses a fraction (`2.5`, `"2.5"`, `"2.0"`; a Float with none, `2.0`, is taken).
+/// The caller checks the range and names the option, the class and the rule in its error.
+pub mod numbers {
+    use super::RawValue;
+
+    /// A whole number: an Integer, a Float with no fraction, or a String of decimal digits. `None` when absent
+    /// (missing or nil), `Err` when given but not one of those. The sign and range are the caller's to check.
+    pub fn count(v: &RawValue) -> Option<Result<f64, ()>> {
+        match v {
+            RawValue::Missing | RawValue::Nil => None,
+            RawValue::Int(i) => Some(Ok(*i as f64)),
+            RawValue::Float(f) if f.is_finite() && f.fract() == 0.0 => Some(Ok(*f)),
+            RawValue::Str(s) if is_digits(s.trim()) => {
+                Some(s.trim().parse::<f64>().map_err(|_| ()))
+            }
+            _ => Some(Err(())),
+        }
+    }
+
+    /// A number of seconds: an Integer, a finite Float (an ActiveSupport::Duration arrives as one), or a String
+    /// of decimal digits with at most one `.` between digits (`"90"`, `"0.5"`).
+    pub fn seconds(v: &RawValue) -> Option<Result<f64, ()>> {
+        match v {
+            RawValue::Missing | RawValue::Nil => None,
+            RawValue::Int(i) => Some(Ok(*i as f64)),
+            RawValue::Float(f) if f.is_finite() => Some(Ok(*f)),
+            RawValue::Str(s) if is_decimal(s.trim()) => {
+                Some(s.trim().parse::<f64>().map_err(|_| ()))
+            }
+            _ => Some(Err(())),
+        }
+    }
+
+    fn is_digits(s: &str) -> bool {
+        !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())
+    }
+
+    fn is_decimal(s: &str) -> bool {
+        match s.split_once('.') {
+            Some((whole, fraction)) => is_digits(whole) && is_digits(fraction),
+            None => is_digits(s),
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        fn s(v: &str) -> RawValue {
+            RawValue::Str(v.into())
+        }
+
+        #[test]
+        fn a_count_is_an_integer_or_decimal_digits() {
+            assert_eq!(count(&RawValue::Int(2)), Some(Ok(2.0)));
+            assert_eq!(count(&RawValue::Float(2.0)), Some(Ok(2.0)));
+            assert_eq!(count(&s("2")), Some(Ok(2.0)));
+            assert_eq!(count(&s(" 12 ")), Some(Ok(12.0)));
+            assert_eq!(
+                count(&RawValue::Int(-1)),
+                Some(Ok(-1.0)),
+                "the caller says why not"
+            );
+            assert_eq!(count(&RawValue::Missing), None);
+            assert_eq!(count(&RawValue::Nil), None);
+            for refused in [
+                RawValue::Float(2.5),
+                RawValue::Float(f64::INFINITY),
+                s("2.5"),
+                s("2.0"),
+                s(""),
+                s("  "),
+                s("abc"),
+                s("-1"),
+                s("+1"),
+                s("1e3"),
+                s("0x10"),
+                s("inf"),
+                RawValue::Other("true".into()),
+                RawValue::Other("false".into()),
+            ] {
+                assert_eq!(count(&refused), Some(Err(())), "{refused:?}");
+            }
+        }
+
+        #[test]
+        fn seconds_take_a_decimal_fraction() {
+            assert_eq!(seconds(&RawValue::Float(0.5)), Some(Ok(0.5)));
+            assert_eq!(seconds(&s("0.5")), Some(Ok(0.5)));
+            assert_eq!(seconds(&s("3600.0")), Some(Ok(3600.0)));
+            assert_eq!(seconds(&s("90")), Some(Ok(90.0)));
+            for refused in [
+                s(""),
+                s("."),
+                s("1."),
+                s(".5"),
+                s("1.2.3"),
+                s("abc"),
+                s("-1"),
+                s("1e3"),
+                s("NaN"),
+            ] {
+                assert_eq!(seconds(&refused), Some(Err(())), "{refused:?}");
+            }
+            assert_eq!(seconds(&RawValue::Float(f64::NAN)), Some(Err(())));
+        }
     }
 }
 

@@ -57,6 +57,14 @@ fn fair_queue_mode(
     Ok((queue.trim().to_string(), mode.name()))
 }
 
+/// A weight field; ArgumentError for a queue that is no valid fair queue name.
+fn weight_field(ruby: &Ruby, tenant: String, queue: Option<String>) -> Result<String, Error> {
+    if let Some(q) = &queue {
+        fair::check_queue(q).map_err(|e| argument_error(ruby, e))?;
+    }
+    Ok(fair::weight_field(&tenant, queue.as_deref()))
+}
+
 fn parse_weight_field(ruby: &Ruby, field: String) -> Value {
     let (tenant, queue) = fair::parse_weight_field(&field);
     let out = ruby.ary_new_capa(2);
@@ -110,13 +118,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         "inflight_key",
         magnus::function!(|identity: String| fair::inflight_key(&identity), 1),
     )?;
-    module.define_singleton_method(
-        "weight_field",
-        magnus::function!(
-            |t: String, q: Option<String>| fair::weight_field(&t, q.as_deref()),
-            2
-        ),
-    )?;
+    module.define_singleton_method("weight_field", magnus::function!(weight_field, 2))?;
     module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
     module.define_singleton_method("field_id", magnus::function!(field_id, 1))?;
     module.define_singleton_method("parse_fair_queue", magnus::function!(parse_fair_queue, 1))?;

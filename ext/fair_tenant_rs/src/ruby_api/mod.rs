@@ -20,6 +20,7 @@ pub mod rule_set;
 pub mod server_check;
 pub mod slots;
 pub mod stats;
+pub mod tenant;
 
 /// Defines `Sidekiq::FairTenant::Native` and its classes, and the error classes.
 pub fn init(ruby: &Ruby) -> Result<(), Error> {
@@ -39,6 +40,7 @@ pub fn init(ruby: &Ruby) -> Result<(), Error> {
     names::init(ruby, native)?;
     queue_plan::init(ruby, native)?;
     server_check::init(ruby, native)?;
+    tenant::init(ruby, native)?;
     #[cfg(feature = "bench")]
     bench::init(ruby, native)?;
     resolve_wrapped_classes(ruby);

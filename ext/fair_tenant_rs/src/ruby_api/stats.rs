@@ -33,7 +33,12 @@ fn holders(ruby: &Ruby, holders: &[(Vec<u8>, u64)]) -> Result<RArray, Error> {
 
 fn tenant_row(ruby: &Ruby, r: &TenantRow) -> Result<RHash, Error> {
     let h = ruby.hash_new();
-    h.aset(ruby.to_symbol("tenant"), ruby.str_from_slice(&r.tenant))?;
+    // UTF-8 when the bytes are (the row may go into JSON: Ruby 3.3 refuses binary strings with high bytes).
+    let tenant = match std::str::from_utf8(&r.tenant) {
+        Ok(s) => ruby.str_new(s),
+        Err(_) => ruby.str_from_slice(&r.tenant),
+    };
+    h.aset(ruby.to_symbol("tenant"), tenant)?;
     h.aset(ruby.to_symbol("last_enqueued_at"), r.last_enqueue)?;
     h.aset(ruby.to_symbol("counts"), r.eval.counts.clone())?;
     h.aset(ruby.to_symbol("next_rule"), r.eval.next_rule)?;

@@ -1,7 +1,7 @@
 //! `fair_tenant_concurrency` options: `{ limit: 1, lease: 60, key: :method_name, elastic: false }`.
 
 use crate::names::MAX_CONCURRENCY_SCOPES;
-use crate::routing::rules::{RawValue, RuleError};
+use crate::routing::rules::{numbers, RawValue, RuleError};
 
 pub const DEFAULT_LIMIT: u64 = crate::names::DEFAULT_LIMIT;
 pub const DEFAULT_LEASE: f64 = crate::names::DEFAULT_LEASE_MS as f64 / 1000.0;
@@ -44,12 +44,12 @@ impl Concurrency {
                 "unknown key {k:?} (allowed: limit, lease, key, elastic)"
             )));
         }
-        let limit = match number(&raw.limit) {
+        let limit = match numbers::count(&raw.limit) {
             None => DEFAULT_LIMIT,
             Some(Ok(n)) if n >= 0.0 && n.fract() == 0.0 && n <= MAX_LIMIT as f64 => n as u64,
             _ => return Err(fail("limit must be an Integer >= 0".into())),
         };
-        let lease = match number(&raw.lease) {
+        let lease = match numbers::seconds(&raw.lease) {
             None => DEFAULT_LEASE,
             Some(Ok(n)) if n > 0.0 && n.is_finite() => n,
             _ => {
@@ -123,16 +123,6 @@ impl Concurrency {
 
     pub fn lease_ms(&self) -> u64 {
         (self.lease * 1000.0).ceil() as u64
-    }
-}
-
-fn number(v: &RawValue) -> Option<Result<f64, ()>> {
-    match v {
-        RawValue::Missing | RawValue::Nil => None,
-        RawValue::Int(i) => Some(Ok(*i as f64)),
-        RawValue::Float(f) => Some(Ok(*f)),
-        RawValue::Str(s) => Some(s.trim().parse::<f64>().map_err(|_| ())),
-        RawValue::Other(_) => Some(Err(())),
     }
 }
 

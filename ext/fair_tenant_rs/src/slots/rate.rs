@@ -7,7 +7,7 @@
 use crate::names::{
     MAX_CONCURRENCY_SCOPES, MAX_RATE_WINDOWS, RATE_LIMITS_PREFIX, RATE_OVERRIDE_SEPARATOR,
 };
-use crate::routing::rules::{RawValue, RuleError};
+use crate::routing::rules::{numbers, RawValue, RuleError};
 
 /// Largest limit accepted per window.
 pub const MAX_LIMIT: u64 = 1_000_000_000;
@@ -95,11 +95,11 @@ impl Rate {
             if let Some(k) = w.unknown_keys.first() {
                 return Err(at(&format!("unknown key {k:?} (allowed: limit, per, key)")));
             }
-            let limit = match number(&w.limit) {
+            let limit = match numbers::count(&w.limit) {
                 Some(Ok(n)) if n >= 1.0 && n.fract() == 0.0 && n <= MAX_LIMIT as f64 => n as u64,
                 _ => return Err(at("limit must be an Integer >= 1")),
             };
-            let per_ms = match number(&w.per) {
+            let per_ms = match numbers::seconds(&w.per) {
                 Some(Ok(n)) if n.is_finite() && n * 1000.0 >= 1.0 && n * 1000.0 <= MAX_PER_MS as f64 => {
                     (n * 1000.0).round() as u64
                 }
@@ -235,16 +235,6 @@ pub fn recheck_target(member: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let len: usize = digits.parse().ok()?;
     let rest = &member[colon + 1..];
     (len <= rest.len()).then(|| (rest[..len].to_vec(), rest[len..].to_vec()))
-}
-
-fn number(v: &RawValue) -> Option<Result<f64, ()>> {
-    match v {
-        RawValue::Missing | RawValue::Nil => None,
-        RawValue::Int(i) => Some(Ok(*i as f64)),
-        RawValue::Float(f) => Some(Ok(*f)),
-        RawValue::Str(s) => Some(s.trim().parse::<f64>().map_err(|_| ())),
-        RawValue::Other(_) => Some(Err(())),
-    }
 }
 
 #[cfg(test)]

@@ -14,7 +14,8 @@ module Sidekiq
         end
         raise ArgumentError, "queue: goes with tenant:, not key:" if key && queue
 
-        Native::Limits.limit_target(tenant&.to_s, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
+        tenant &&= JobInfo.stored_name(tenant)
+        Native::Limits.limit_target(tenant, JobInfo.blank?(queue) ? nil : queue.to_s, key&.to_s)
       end
 
       # [[tag, field, value], ...] of every override: the index set lists the tags, the block names a tag's hash.

@@ -9,8 +9,11 @@ module Sidekiq
       module Settings
         DEFAULTS = { fair_queues: [].freeze }.freeze
 
+        # An entry that is empty, blank or no valid queue name raises ConfigurationError (a String that is blank
+        # as a whole, an unset environment variable, configures none).
         def fair_queues=(value)
-          list = value.is_a?(String) ? value.split(",") : Array(value)
+          list = value.is_a?(String) ? value.strip.split(",", -1) : Array(value)
+          list = [] if value.is_a?(String) && value.strip.empty?
           modes = list.flat_map { |entry| fair_queue_entries(entry) }.to_h
           @fair_queues = modes.keys.freeze
           @fair_time_queues = modes.select { |_, mode| mode == Native::Names::FAIR_MODE_TIME }.keys.freeze
@@ -25,8 +28,6 @@ module Sidekiq
         def fair_queue_entries(entry)
           pairs = if entry.is_a?(Hash)
                     entry.map { |queue, mode| Native::Fair.fair_queue_mode(queue.to_s, mode.to_s) }
-                  elsif entry.to_s.strip.empty?
-                    []
                   else
                     [Native::Fair.parse_fair_queue(entry.to_s)]
                   end

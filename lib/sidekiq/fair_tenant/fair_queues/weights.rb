@@ -46,7 +46,7 @@ module Sidekiq
         Sidekiq.redis do |conn|
           queues = (conn.call("SUNION", "queues", PAUSED_QUEUES) | FairQueues.names).uniq
           FairQueues.run(conn, "weight", [FairQueues::WEIGHTS_KEY],
-                         [field(tenant, queue), value, tenant.to_s, Native::Fair.base_template,
+                         [field(tenant, queue), value, JobInfo.stored_name(tenant), Native::Fair.base_template,
                           FairQueues::TOKEN_CAP, *queues])
         end
       end
@@ -54,7 +54,7 @@ module Sidekiq
       def field(tenant, queue)
         raise ArgumentError, "weights need tenant:, got #{tenant.inspect}" if tenant.nil?
 
-        Native::Fair.weight_field(tenant.to_s, JobInfo.blank?(queue) ? nil : queue.to_s)
+        Native::Fair.weight_field(JobInfo.stored_name(tenant), JobInfo.blank?(queue) ? nil : queue.to_s)
       end
 
       def number(weight)

@@ -50,7 +50,7 @@ module Sidekiq
 
       def tenant(job_class, tenant, now: Time.now.to_f)
         klass, rules, queue = resolve(job_class)
-        row = native.tenant_stat(rules, klass.name, queue, tenant.to_s, now, FairQueues.fair?(queue))
+        row = native.tenant_stat(rules, klass.name, queue, JobInfo.stored_name(tenant), now, FairQueues.fair?(queue))
         present(klass, rules, queue, row, now)
       end
 
