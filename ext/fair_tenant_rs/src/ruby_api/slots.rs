@@ -4,13 +4,13 @@
 
 use std::sync::Arc;
 
-use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
+use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol, Value};
 
 use crate::handle::Handle;
 use crate::ruby_api::helpers::convert::{bytes, pair};
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
-use crate::slots::{self, AcquireReply, Running, Scope, Slot};
+use crate::slots::{self, AcquireReply, Running, Scope, ScopeSource, Slot};
 
 /// `[keys, argv]` as two Arrays of binary Strings.
 pub(crate) fn call(
@@ -101,6 +101,34 @@ impl RbSlots {
     fn key_scope(ruby: &Ruby, key: RString) -> Result<RArray, Error> {
         let scope = Scope::custom(&bytes(key));
         pair(ruby, scope.tag(), scope.sub())
+    }
+
+    /// `[tag, sub]` of a job's scope for one entry of its concurrency or rate option (`Scope::of_job`), or
+    /// nil: `by_key`, `name` the key method's value (nil when blank); else `name` the job's tenant, with its
+    /// queue and the one it was re-routed from.
+    fn job_scope(
+        ruby: &Ruby,
+        by_key: bool,
+        name: Option<RString>,
+        queue: Option<RString>,
+        rerouted_from: Option<RString>,
+    ) -> Result<Value, Error> {
+        let name = name.map(bytes);
+        let queue = queue.map(bytes).unwrap_or_default();
+        let rerouted_from = rerouted_from.map(bytes);
+        let source = if by_key {
+            ScopeSource::Key(name.as_deref())
+        } else {
+            ScopeSource::Tenant {
+                tenant: name.as_deref(),
+                queue: &queue,
+                rerouted_from: rerouted_from.as_deref(),
+            }
+        };
+        Ok(match Scope::of_job(source) {
+            Some(scope) => pair(ruby, scope.tag(), scope.sub())?.as_value(),
+            None => ruby.qnil().as_value(),
+        })
     }
 
     /// `[sha, source]` of a slot script (`acquire`, `release`), to run it on Sidekiq's own connection.
@@ -328,6 +356,7 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Slots", ruby.class_object())?;
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
+    class.define_singleton_method("job_scope", magnus::function!(RbSlots::job_scope, 4))?;
     class.define_singleton_method("script", magnus::function!(RbSlots::script, 1))?;
     class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 8))?;
     class.define_singleton_method(
