@@ -357,6 +357,10 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     class.define_singleton_method("tenant_scope", magnus::function!(RbSlots::tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(RbSlots::key_scope, 1))?;
     class.define_singleton_method("job_scope", magnus::function!(RbSlots::job_scope, 4))?;
+    class.define_singleton_method(
+        "script_names",
+        magnus::function!(|| slots::SCRIPT_NAMES.to_vec(), 0),
+    )?;
     class.define_singleton_method("script", magnus::function!(RbSlots::script, 1))?;
     class.define_singleton_method("acquire_call", magnus::function!(RbSlots::acquire_call, 8))?;
     class.define_singleton_method(

@@ -471,6 +471,19 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
 /// `acquire`, `release`, `acquire_all`, `release_all`, `renew`, `sweep`, `set_limit` or `details`.
+/// The slot scripts' names ([`script`]); none is a fair-queue script's (the gem's script runner keeps both
+/// by name; `fair/scripts.rs` checks).
+pub const SCRIPT_NAMES: [&str; 8] = [
+    "acquire",
+    "release",
+    "acquire_all",
+    "release_all",
+    "renew",
+    "sweep",
+    "set_limit",
+    "details",
+];
+
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
@@ -1135,6 +1148,13 @@ mod tests {
         assert_eq!(Acquired::from_code(1), Acquired::Held);
         assert_eq!(Acquired::from_code(2), Acquired::Parked);
         assert_eq!(Acquired::from_code(3), Acquired::Dropped);
+    }
+
+    #[test]
+    fn script_names_name_every_slot_script() {
+        for name in SCRIPT_NAMES {
+            assert!(script(name).is_some(), "{name}");
+        }
     }
 
     #[test]
