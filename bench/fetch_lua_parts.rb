@@ -60,7 +60,7 @@ module FetchLuaParts
 
   # The gem's library with the probes appended (they reach its local functions), under a name of its own.
   def library
-    name, source, = FQ::SCRIPTS.fetch("fetch")
+    name, source = Sidekiq::FairTenant::ScriptRunner::SCRIPTS.fetch("fetch").then { |s| [s.function, s.library] }
     lib = name.delete_suffix("_fetch")
     "#{source.sub("#!lua name=#{lib}", "#!lua name=#{lib}_parts")}\n#{PROBES}"
   end

@@ -14,9 +14,11 @@ module LongestBench
   SCOPES = Integer(ENV.fetch("LONGEST_SCOPES", "10000")) # concurrency scopes with an expired lease, swept
   QUEUE = "bench_long"
   FairQueues = Sidekiq::FairTenant::FairQueues
-  SLOT_SCRIPTS = Sidekiq::FairTenant::SlotCalls::SCRIPTS.to_h { |name, (sha, _)| [sha, "slots #{name}"] }
+  Runner = Sidekiq::FairTenant::ScriptRunner
   # Fair scripts run as functions (FCALL <function>), slot scripts by EVALSHA <sha>.
-  NAMES = FairQueues::SCRIPTS.to_h { |name, (function, _)| [function, name] }.merge(SLOT_SCRIPTS)
+  NAMES = Runner::SCRIPTS.to_h do |name, script|
+    script.function ? [script.function, name] : [script.sha, "slots #{name}"]
+  end
   IGNORED = %w[slowlog config info].freeze
   LOGGED = 100 # us: commands as long as this are logged
   LIMIT = 5_000 # us: issue 22's bound on one command
@@ -50,7 +52,7 @@ module LongestBench
     results = { "clear (Queue#clear)" => longest { Sidekiq.redis { |conn| FairQueues.clear(conn, QUEUE) } } }
     redis.flushdb
     FairBench.fill(QUEUE, TENANTS, JOBS)
-    Sidekiq.redis { |conn| FairQueues.run(conn, "clear", [], [FairQueues.base(QUEUE), QUEUE, 1, "begin", "cut"]) }
+    Sidekiq.redis { |conn| Runner.run(conn, "clear", [], [FairQueues.base(QUEUE), QUEUE, 1, "begin", "cut"]) }
     results.merge("a clear cut short, finished by a sweep" =>
                     longest { Sidekiq.redis { |conn| Sidekiq::FairTenant::FairClears.finish(conn) } })
   ensure
@@ -60,7 +62,7 @@ module LongestBench
   # Loaded from the start: a first call's load (compiling the library or script) is not what is measured.
   def load_scripts
     redis.call("FUNCTION", "LOAD", "REPLACE", FairQueues::LIBRARY)
-    Sidekiq::FairTenant::SlotCalls::SCRIPTS.each_value { |_, source| redis.call("SCRIPT", "LOAD", source) }
+    Runner::SCRIPTS.each_value { |script| script.function || redis.call("SCRIPT", "LOAD", script.source) }
   end
 
   def pause

@@ -176,8 +176,8 @@ module BoundsMore
   def adopt_at_once(conn)
     jobs = conn.call("LRANGE", "queue:#{QUEUE}", -100, -1).reverse
     triples = jobs.map { |job| FairQueues.adoption(QUEUE, job, []) }
-    FairQueues.run(conn, "adopt", ["queue:#{QUEUE}", FairQueues::WEIGHTS_KEY, "dead"],
-                   [FairQueues.base(QUEUE), QUEUE, FairQueues::TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
+    argv = [FairQueues.base(QUEUE), QUEUE, FairQueues::TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten]
+    Sidekiq::FairTenant::ScriptRunner.run(conn, "adopt", ["queue:#{QUEUE}", FairQueues::WEIGHTS_KEY, "dead"], argv)
   end
 
   # 100 tenants with a job of BYTES each on the shared scope (limit 1): one fetch serves one, the next holds

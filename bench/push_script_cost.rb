@@ -22,7 +22,7 @@ FQ = Sidekiq::FairTenant::FairQueues
 CALLS = Integer(ENV.fetch("CALLS", "20000"))
 ROUNDS = Integer(ENV.fetch("ROUNDS", "3"))
 TENANTS = Array.new(50) { |i| "tenant-#{i}" }.freeze
-FUNCTION, LIBRARY = FQ::SCRIPTS.fetch("push")
+FUNCTION, LIBRARY = Sidekiq::FairTenant::ScriptRunner::SCRIPTS.fetch("push").then { |s| [s.function, s.library] }
 LIBRARY_NAME = LIBRARY[/name=(\S+)/, 1]
 FOUR_COMMANDS = "local b = ARGV[1]; redis.call('RPUSH', b .. 'l:' .. ARGV[6], ARGV[7]); " \
                 "redis.call('SADD', KEYS[1], ARGV[2]); redis.call('LLEN', b .. 'sig'); " \

@@ -42,8 +42,11 @@ module RedisPaths
     Sidekiq::FairTenant::ServerMiddleware::Slot.new(*SCOPES[job % 50], "j#{job}", LEASE_MS, LIMIT, "j#{job}")
   end
 
-  def noop_sha = @noop_sha ||= redis.script(:load, NOOP)
-  def noop(conn, key) = Sidekiq::FairTenant::ScriptRunner.run(conn, noop_sha, NOOP, [key], [])
+  def noop_script
+    @noop_script ||= Sidekiq::FairTenant::ScriptRunner::Script.new("noop", redis.script(:load, NOOP), NOOP)
+  end
+
+  def noop(conn, key) = Sidekiq::FairTenant::ScriptRunner.run(conn, noop_script, [key], [])
 
   # What one call does on each path; `i` names the job (and its scope).
   PATHS = {

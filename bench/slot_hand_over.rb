@@ -30,11 +30,10 @@ module SlotHandOver
 
   def park
     FT.limits.set(0, tenant: "acme")
-    script = FT::SlotCalls::SCRIPTS.fetch("acquire")
     Sidekiq.redis do |conn|
       PARKED.times do |i|
         call = FT::Native::Slots.acquire_call(*SCOPE, "p#{i}", "p#{i}", 60_000, 1, payload(i), 1_000_000.0 + i)
-        FT::ScriptRunner.run(conn, *script, *call)
+        FT::ScriptRunner.run(conn, "acquire", *call)
       end
     end
   end

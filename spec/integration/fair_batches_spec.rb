@@ -9,6 +9,7 @@ require_relative "../support/conservation/redis_view"
 # are exact, and a tenant is scheduled exactly while its list holds jobs.
 RSpec.describe "Fair backlog drained and cleared in batches" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
+  let(:runner) { Sidekiq::FairTenant::ScriptRunner }
   let(:names) { Sidekiq::FairTenant::Native::Names }
   let(:base) { fair.base("fair") }
   let(:acked) { [] }
@@ -78,10 +79,10 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
 
   # Jobs moved (the reply's second: 1 when more may be left).
   def drain_step(batch)
-    Sidekiq.redis { |conn| fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", batch]) }.first
+    Sidekiq.redis { |conn| runner.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", batch]) }.first
   end
 
-  def clear_step(batch) = Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch]) }
+  def clear_step(batch) = Sidekiq.redis { |conn| runner.run(conn, "clear", [], [base, "fair", batch]) }
 
   it "drains in calls of 3 jobs to the end: fair order first, each paused tenant's jobs last, oldest first" do
     Array.new(6) { |i| FairJob.perform_async("t#{i % 2}", i) }
@@ -167,7 +168,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     let(:clearing) { names::FAIR_CLEARING_KEY }
 
     def cut_step(record, batch = 3)
-      Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", batch, "cut", record]) }
+      Sidekiq.redis { |conn| runner.run(conn, "clear", [], [base, "fair", batch, "cut", record]) }
     end
 
     def tenants_listed
@@ -241,7 +242,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
 
     it "keeps the cut when a clear's first call is sent again (a lost reply); another clear's replaces it" do
       fill
-      begin_call = ->(id) { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", 3, "begin", id]) } }
+      begin_call = ->(id) { Sidekiq.redis { |conn| runner.run(conn, "clear", [], [base, "fair", 3, "begin", id]) } }
       begin_call.call("clear1")
       first = redis.hget(clearing, "fair")
       sleep(0.002)
@@ -256,7 +257,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
       fill
       waiting = fair.backlog(redis, "fair")
       [%w[nan begin], %w[0 begin], %w[1.5 begin], %w[inf cut], %w[3 all], ["3", "begin", "a b"]].each do |args|
-        expect { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", *args]) } }
+        expect { Sidekiq.redis { |conn| runner.run(conn, "clear", [], [base, "fair", *args]) } }
           .to raise_error(/ERR clear/)
       end
       expect(redis.exists?(clearing)).to be(false)

@@ -7,6 +7,7 @@ require_relative "../support/fair_app"
 # commands a call runs (INFO commandstats, those run inside scripts included) and script calls made.
 RSpec.describe "Fair calls bounded by work" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
+  let(:runner) { Sidekiq::FairTenant::ScriptRunner }
   let(:names) { Sidekiq::FairTenant::Native::Names }
   let(:base) { fair.base("fair") }
   let(:shared) { ["#{names::KEY_TAG}shared", names::KEY_SUB, 1, 600_000, 0] }
@@ -164,7 +165,7 @@ RSpec.describe "Fair calls bounded by work" do
       replies = []
       3.times do
         replies << Sidekiq.redis do |conn|
-          fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", names::DRAIN_BATCH])
+          runner.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [base, "fair", names::DRAIN_BATCH])
         end
       end
 
@@ -199,7 +200,7 @@ RSpec.describe "Fair calls bounded by work" do
       push(Array.new(4) { |i| job(i, "h#{i}", slot: shared, pad: pad) })
       fetch_once # h0 served: the scope is full
       fetch_once while redis.zcard("#{base}#{names::CAPPED}") < 3
-      replies = Array.new(2) { Sidekiq.redis { |conn| fair.run(conn, "clear", [], [base, "fair", 200]) } }
+      replies = Array.new(2) { Sidekiq.redis { |conn| runner.run(conn, "clear", [], [base, "fair", 200]) } }
 
       expect(replies).to eq([[2, 1], [1, 0]])
       expect(redis.zcard(waiting)).to eq(0)

@@ -11,6 +11,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
   let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
   let(:names) { Sidekiq::FairTenant::Native::Fair }
+  let(:runner) { Sidekiq::FairTenant::ScriptRunner }
 
   before do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
@@ -219,7 +220,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     # Every clear call after the first `calls` does `fault` instead.
     def clear_cut_after(calls, &fault)
       done = 0
-      allow(fair).to receive(:run).and_wrap_original do |original, conn, name, *args|
+      allow(runner).to receive(:run).and_wrap_original do |original, conn, name, *args|
         if name == "clear"
           fault.call if done == calls
           done += 1
@@ -229,7 +230,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     end
 
     def finishing_sweep
-      RSpec::Mocks.space.proxy_for(fair).reset
+      RSpec::Mocks.space.proxy_for(runner).reset
       Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:9:a") }
     end
 
@@ -250,7 +251,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     it "records the clear while it runs and removes the record at its end" do
       backlog_jobs(2, %w[t0 t1 t2 paused])
       seen = []
-      allow(fair).to receive(:run).and_wrap_original do |original, conn, name, *args|
+      allow(runner).to receive(:run).and_wrap_original do |original, conn, name, *args|
         seen << redis.hget(clearing, "fair") if name == "clear"
         original.call(conn, name, *args)
       end
@@ -361,7 +362,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     it "finishes a drain cut short after its first call at the next sweep of a process without the queue fair" do
       7.times { |i| ConservedJob.perform_async("t#{i % 2}", i, "x") }
       Sidekiq.redis do |conn|
-        fair.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [fair.base("fair"), "fair", 3])
+        runner.run(conn, "drain", ["queue:fair", fair::WEIGHTS_KEY], [fair.base("fair"), "fair", 3])
       end
       expect(waiting).to eq(4) # the CLI was killed here
       Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[other] }

@@ -10,6 +10,7 @@ require_relative "../support/round_trips"
 # twice. Checked on the spec's redis-server through Sidekiq's own client and connections.
 RSpec.describe "Fair bulk push" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
+  let(:runner) { Sidekiq::FairTenant::ScriptRunner }
   let(:names) { Sidekiq::FairTenant::Native::Names }
   let(:base) { fair.base("fair") }
   let(:push_calls) { Sidekiq::FairTenant::PushCalls }
@@ -74,7 +75,7 @@ RSpec.describe "Fair bulk push" do
     expect(fair.backlog(redis, "fair")).to eq(3)
     expect(listed.tally).to eq({ ["warm", 0] => 1, ["t0", 0] => 2 })
     expect(redis.keys("#{base}#{names::PUSH_CALL}*")).to eq([])
-    expect { Sidekiq.redis { |conn| fair.run(conn, "push", push_calls::KEYS, %w[fair t0]) } }
+    expect { Sidekiq.redis { |conn| runner.run(conn, "push", push_calls::KEYS, %w[fair t0]) } }
       .to raise_error(/ERR push: base, queue, cap/)
   end
 

@@ -115,7 +115,7 @@ RSpec.describe "Runtime rate overrides" do
     # Every set_rate call after the first `calls` raises (the writer killed, or the call refused).
     def cut_after(calls)
       done = 0
-      allow(Sidekiq::FairTenant::FairQueues).to receive(:run).and_wrap_original do |original, conn, name, *rest|
+      allow(Sidekiq::FairTenant::ScriptRunner).to receive(:run).and_wrap_original do |original, conn, name, *rest|
         raise "NOREPLICAS (cut)" if name == "set_rate" && (done += 1) > calls
 
         original.call(conn, name, *rest)

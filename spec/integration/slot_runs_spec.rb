@@ -21,7 +21,7 @@ RSpec.describe "Concurrency slots per run" do
     native = Sidekiq::FairTenant::Native::Limits
     call = native.set_call(*native.limit_target("acme", nil, nil), limit)
     Sidekiq::FairTenant::SidekiqRedis.with do |conn|
-      Sidekiq::FairTenant::ScriptRunner.run(conn, *Sidekiq::FairTenant::Limits::SCRIPT, *call)
+      Sidekiq::FairTenant::ScriptRunner.run(conn, "set_limit", *call)
     end
   end
 

@@ -74,8 +74,8 @@ module Conservation
     end
   end
 
-  # The client's retry after a lost reply, for the scripts the gem runs (FairQueues.run): inside `during`, every
-  # call runs twice; the first replies are returned by `during`.
+  # The client's retry after a lost reply, for the fair-queue scripts the gem runs (ScriptRunner.run): inside
+  # `during`, every call runs twice; the first replies are returned by `during`.
   module Resend
     def self.during
       Thread.current[:conservation_resend] = []
@@ -87,11 +87,11 @@ module Conservation
 
     def run(conn, name, keys, argv)
       lost = Thread.current[:conservation_resend]
-      return super unless lost
+      return super unless lost && Sidekiq::FairTenant::ScriptRunner::SCRIPTS.fetch(name).function
 
       lost << [name, super]
       super
     end
   end
-  Sidekiq::FairTenant::FairQueues.singleton_class.prepend(Resend)
+  Sidekiq::FairTenant::ScriptRunner.singleton_class.prepend(Resend)
 end

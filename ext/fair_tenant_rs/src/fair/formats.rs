@@ -83,3 +83,59 @@ fn scripts_build_keys_and_entries_as_rust_does() {
         assert_eq!(got, want, "{queue:?} {tenant:?}");
     }
 }
+
+/// The fetch reply's extras (fetch.lua's `served_extras`) and an acknowledgement's timing (serve.lua's
+/// `charge_back`, through `parse_timing`) as Rust reads and writes them.
+#[test]
+fn scripts_read_and_write_timings_and_extras_as_rust_does() {
+    let server = super::lockstep::Server::start();
+    let mut con = server.connect();
+    let probe = names::script(&[
+        include_str!("../lua/slots/common.lua"),
+        include_str!("../lua/fair/common.lua"),
+        r"
+        local charged, ran, queue, member = parse_timing(ARGV[1])
+        return { served_extras(ARGV[2], ARGV[3], ARGV[4]), charged or false, ran or false, queue or false,
+                 member or false, parse_timing('12 ran') or false }
+        ",
+    ]);
+    let member = format!("{:016x}a:b\n7:{{x}}", 42).into_bytes();
+    for (queue, held, charged) in [
+        ("imports", "", "1000"),
+        ("q%Q%1:{x}", "j:1", "0"),
+        ("é", "jid", "0.5"),
+    ] {
+        let timing = crate::fair::timing(charged.as_bytes(), 7, queue.as_bytes(), &member);
+        let got: Vec<redis::Value> = redis::cmd("EVAL")
+            .arg(&probe)
+            .arg(0)
+            .arg(&timing)
+            .arg(held)
+            .arg(charged)
+            .arg(&member)
+            .query(&mut con)
+            .unwrap();
+        let bytes = |v: &redis::Value| match v {
+            redis::Value::BulkString(b) => Some(b.clone()),
+            _ => None,
+        };
+        let extras = bytes(&got[0]).unwrap();
+        assert_eq!(
+            crate::fair::served_extras(&extras),
+            Some((held.as_bytes(), charged.as_bytes(), &member[..])),
+            "{queue:?}"
+        );
+        let read: Vec<Option<Vec<u8>>> = got[1..].iter().map(bytes).collect();
+        assert_eq!(
+            read,
+            vec![
+                Some(charged.as_bytes().to_vec()),
+                Some(b"7".to_vec()),
+                Some(queue.as_bytes().to_vec()),
+                Some(member.clone()),
+                None,
+            ],
+            "{queue:?}"
+        );
+    }
+}

@@ -136,6 +136,27 @@ fn take_counted(s: &[u8]) -> Option<(&[u8], &[u8])> {
     Some(rest.split_at(len))
 }
 
+/// What an acknowledgement tells the scripts of a job's run on a queue fair by worker time (serve.lua's
+/// `parse_timing`): "<charged ms> <ran ms> <len>:<queue><member>", `member` the one its tenant had when served
+/// (the fetch reply's, [`served_extras`]), `charged` as that reply gave it.
+pub fn timing(charged: &[u8], ran_ms: i64, queue: &[u8], member: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(charged.len() + queue.len() + member.len() + 32);
+    out.extend_from_slice(charged);
+    out.extend_from_slice(format!(" {ran_ms} {}:", queue.len()).as_bytes());
+    out.extend_from_slice(queue);
+    out.extend_from_slice(member);
+    out
+}
+
+/// A fair job's extras in the fetch reply (fetch.lua's `served_extras`): "F<len>:<held jid><len>:<charge,
+/// ms><member>" read back to (held jid, charge, member), each possibly empty; None for extras in no such form
+/// ("" when the job took no slot and its queue is not fair by worker time).
+pub fn served_extras(extras: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
+    let (held, rest) = take_counted(extras.strip_prefix(b"F")?)?;
+    let (charged, member) = take_counted(rest)?;
+    Some((held, charged, member))
+}
+
 /// Largest weight accepted.
 pub const MAX_WEIGHT: f64 = 1_000_000.0;
 
@@ -282,5 +303,25 @@ mod tests {
         assert_eq!(parse_weight(Some("-2")), 0.0);
         assert_eq!(parse_weight(Some("junk")), 1.0);
         assert_eq!(parse_weight(None), 1.0);
+    }
+
+    #[test]
+    fn timings_and_served_extras_keep_any_bytes() {
+        assert_eq!(
+            timing(b"12.5", 40, "é:1".as_bytes(), b"0000000000000002a:b"),
+            "12.5 40 4:\u{e9}:10000000000000002a:b".as_bytes()
+        );
+        assert_eq!(timing(b"", 0, b"", b""), b" 0 0:");
+        assert_eq!(
+            served_extras(b"F3:j:12:15a:b\xff"),
+            Some((&b"j:1"[..], &b"15"[..], &b"a:b\xff"[..]))
+        );
+        assert_eq!(
+            served_extras(b"F0:0:"),
+            Some((&b""[..], &b""[..], &b""[..]))
+        );
+        for bad in [&b""[..], b"P", b"P3:j:10:", b"F", b"F9:j:1", b"Fx:"] {
+            assert_eq!(served_extras(bad), None, "{bad:?}");
+        }
     }
 }

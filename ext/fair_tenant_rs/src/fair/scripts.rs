@@ -232,6 +232,14 @@ mod tests {
     use crate::fair::{base, PREFIX};
     use crate::names;
 
+    /// The gem's script runner keeps the fair-queue and the slot scripts in one table, by name.
+    #[test]
+    fn no_slot_script_has_a_fair_scripts_name() {
+        for name in crate::slots::SCRIPT_NAMES {
+            assert!(!NAMES.contains(&name), "{name}");
+        }
+    }
+
     #[test]
     fn scripts_carry_the_common_rule_and_their_sha() {
         for name in NAMES {

@@ -98,6 +98,38 @@ fn decode_entry(ruby: &Ruby, entry: RString) -> Result<Value, Error> {
     })
 }
 
+/// An acknowledgement's timing under `time` (binary): `charged` as the fetch reply gave it, `ran_ms` measured.
+fn timing(ruby: &Ruby, charged: RString, ran_ms: i64, queue: RString, member: RString) -> RString {
+    // SAFETY: the slices are copied into a new Ruby string before any Ruby code can run.
+    let bytes = unsafe {
+        fair::timing(
+            charged.as_slice(),
+            ran_ms,
+            queue.as_slice(),
+            member.as_slice(),
+        )
+    };
+    ruby.str_from_slice(&bytes)
+}
+
+/// `[held jid, charge, member]` of a fair job's extras in the fetch reply, or nil: jid and charge as UTF-8
+/// strings, the member binary.
+fn served_extras(ruby: &Ruby, extras: RString) -> Result<Value, Error> {
+    // SAFETY: the slice is copied into new Ruby strings before any Ruby code can run.
+    let bytes = unsafe { extras.as_slice() };
+    Ok(match fair::served_extras(bytes) {
+        Some((held, charged, member)) => {
+            let parts = [
+                ruby.enc_str_new(held, ruby.utf8_encoding()),
+                ruby.enc_str_new(charged, ruby.utf8_encoding()),
+                ruby.str_from_slice(member),
+            ];
+            ruby.ary_from_iter(parts).as_value()
+        }
+        None => ruby.qnil().as_value(),
+    })
+}
+
 pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     let module = native.define_module("Fair")?;
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
@@ -120,6 +152,8 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     )?;
     module.define_singleton_method("weight_field", magnus::function!(weight_field, 2))?;
     module.define_singleton_method("decode_entry", magnus::function!(decode_entry, 1))?;
+    module.define_singleton_method("timing", magnus::function!(timing, 4))?;
+    module.define_singleton_method("served_extras", magnus::function!(served_extras, 1))?;
     module.define_singleton_method("field_id", magnus::function!(field_id, 1))?;
     module.define_singleton_method("parse_fair_queue", magnus::function!(parse_fair_queue, 1))?;
     module.define_singleton_method("fair_queue_mode", magnus::function!(fair_queue_mode, 2))?;

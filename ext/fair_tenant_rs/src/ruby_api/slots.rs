@@ -7,13 +7,13 @@
 #[cfg(feature = "bench")]
 use std::sync::Arc;
 
-use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby};
+use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Value};
 
 #[cfg(feature = "bench")]
 use crate::handle::Handle;
 use crate::ruby_api::helpers::convert::{bytes, pair};
 use crate::ruby_api::helpers::errors::argument_error;
-use crate::slots::{self, AcquireReply, Running, Scope, Slot};
+use crate::slots::{self, AcquireReply, Running, Scope, ScopeSource, Slot};
 
 /// `[keys, argv]` as two Arrays of binary Strings.
 pub(crate) fn call(
@@ -110,6 +110,34 @@ fn script(ruby: &Ruby, name: String) -> Result<RArray, Error> {
     let (sha, source) = slots::script(&name)
         .ok_or_else(|| argument_error(ruby, format!("no slot script named {name:?}")))?;
     pair(ruby, sha.as_bytes(), source.as_bytes())
+}
+
+/// `[tag, sub]` of a job's scope for one entry of its concurrency or rate option (`Scope::of_job`), or
+/// nil: `by_key`, `name` the key method's value (nil when blank); else `name` the job's tenant, with its
+/// queue and the one it was re-routed from.
+fn job_scope(
+    ruby: &Ruby,
+    by_key: bool,
+    name: Option<RString>,
+    queue: Option<RString>,
+    rerouted_from: Option<RString>,
+) -> Result<Value, Error> {
+    let name = name.map(bytes);
+    let queue = queue.map(bytes).unwrap_or_default();
+    let rerouted_from = rerouted_from.map(bytes);
+    let source = if by_key {
+        ScopeSource::Key(name.as_deref())
+    } else {
+        ScopeSource::Tenant {
+            tenant: name.as_deref(),
+            queue: &queue,
+            rerouted_from: rerouted_from.as_deref(),
+        }
+    };
+    Ok(match Scope::of_job(source) {
+        Some(scope) => pair(ruby, scope.tag(), scope.sub())?.as_value(),
+        None => ruby.qnil().as_value(),
+    })
 }
 
 /// `[keys, argv]` of the acquire script for one run of a job (binary Strings).
@@ -277,6 +305,11 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), Error> {
     let class = namespace.define_class("Slots", ruby.class_object())?;
     class.define_singleton_method("tenant_scope", magnus::function!(tenant_scope, 2))?;
     class.define_singleton_method("key_scope", magnus::function!(key_scope, 1))?;
+    class.define_singleton_method("job_scope", magnus::function!(job_scope, 4))?;
+    class.define_singleton_method(
+        "script_names",
+        magnus::function!(|| slots::SCRIPT_NAMES.to_vec(), 0),
+    )?;
     class.define_singleton_method("script", magnus::function!(script, 1))?;
     class.define_singleton_method("acquire_call", magnus::function!(acquire_call, 8))?;
     class.define_singleton_method(

@@ -190,6 +190,18 @@ impl AcquireReply {
 /// The field of a tag's limits hash that applies to all its scopes.
 pub const ALL: &[u8] = names::ALL_SCOPES.as_bytes();
 
+/// What names a job's scope ([`Scope::of_job`]): the value of its class's `key:` method (None when blank), or
+/// its tenant (None when it has none), its queue and the queue it was re-routed from.
+#[derive(Debug, Clone, Copy)]
+pub enum ScopeSource<'a> {
+    Key(Option<&'a [u8]>),
+    Tenant {
+        tenant: Option<&'a [u8]>,
+        queue: &'a [u8],
+        rerouted_from: Option<&'a [u8]>,
+    },
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scope {
     tag: Vec<u8>,
@@ -214,6 +226,21 @@ impl Scope {
         Scope {
             tag: key_tag(key),
             sub: names::KEY_SUB.as_bytes().to_vec(),
+        }
+    }
+
+    /// A job's scope for one entry of its `fair_tenant_concurrency` or `fair_tenant_rate` option, from what the
+    /// caller found (the one rule for both): by the class's `key:` method, its value ([`Scope::custom`]; None
+    /// when the value is blank: no scope), else by the job's tenant, its jobs from its original queue (the one it
+    /// was re-routed from, else its own; [`Scope::tenant_queue`]); None without a tenant.
+    pub fn of_job(source: ScopeSource<'_>) -> Option<Scope> {
+        match source {
+            ScopeSource::Key(key) => key.map(Scope::custom),
+            ScopeSource::Tenant {
+                tenant,
+                queue,
+                rerouted_from,
+            } => tenant.map(|t| Scope::tenant_queue(t, rerouted_from.unwrap_or(queue))),
         }
     }
 
@@ -444,6 +471,19 @@ pub fn release(pool: &Pool, req: &Request<'_>) -> Result<u64> {
 
 /// `(sha, source)` of a slot script a caller runs on another connection (EVALSHA, then EVAL):
 /// `acquire`, `release`, `acquire_all`, `release_all`, `renew`, `sweep`, `set_limit` or `details`.
+/// The slot scripts' names ([`script`]); none is a fair-queue script's (the gem's script runner keeps both
+/// by name; `fair/scripts.rs` checks).
+pub const SCRIPT_NAMES: [&str; 8] = [
+    "acquire",
+    "release",
+    "acquire_all",
+    "release_all",
+    "renew",
+    "sweep",
+    "set_limit",
+    "details",
+];
+
 pub fn script(name: &str) -> Option<(&'static str, &'static str)> {
     match name {
         "acquire" => Some((ACQUIRE.get_hash(), ACQUIRE_SOURCE.as_str())),
@@ -1108,6 +1148,40 @@ mod tests {
         assert_eq!(Acquired::from_code(1), Acquired::Held);
         assert_eq!(Acquired::from_code(2), Acquired::Parked);
         assert_eq!(Acquired::from_code(3), Acquired::Dropped);
+    }
+
+    #[test]
+    fn script_names_name_every_slot_script() {
+        for name in SCRIPT_NAMES {
+            assert!(script(name).is_some(), "{name}");
+        }
+    }
+
+    #[test]
+    fn a_job_scope_is_its_key_else_its_tenant_on_its_original_queue() {
+        let key = |k| Scope::of_job(ScopeSource::Key(k));
+        assert_eq!(key(Some(&b"shop:1"[..])), Some(Scope::custom(b"shop:1")));
+        assert_eq!(key(None), None);
+        let tenant = |tenant, rerouted_from| {
+            Scope::of_job(ScopeSource::Tenant {
+                tenant,
+                queue: b"imports_low",
+                rerouted_from,
+            })
+        };
+        assert_eq!(
+            tenant(Some(&b"acme"[..]), None),
+            Some(Scope::tenant_queue(b"acme", b"imports_low"))
+        );
+        assert_eq!(
+            tenant(Some(&b"acme"[..]), Some(&b"imports"[..])),
+            Some(Scope::tenant_queue(b"acme", b"imports"))
+        );
+        assert_eq!(tenant(None, Some(&b"imports"[..])), None);
+        assert_ne!(
+            Scope::custom(b"acme").tag(),
+            Scope::tenant_queue(b"acme", b"").tag()
+        );
     }
 
     #[test]

@@ -19,7 +19,6 @@ module Sidekiq
       include OverrideScope
 
       MAX = 1_000_000
-      SCRIPT = Native::Slots.script("set_limit").map(&:freeze).freeze
       INDEX_KEY = Native::Limits.index_key.freeze
 
       # Returns how many parked jobs were released by the change.
@@ -52,7 +51,7 @@ module Sidekiq
         SidekiqRedis.with do |conn|
           total = 0
           loop do
-            handed, more = ScriptRunner.run(conn, *SCRIPT, *call)
+            handed, more = ScriptRunner.run(conn, "set_limit", *call)
             total += handed
             break total unless more == 1
           end

@@ -28,28 +28,19 @@ module Sidekiq
         FairTenant.warn(:rate_descriptor, job["class"]) do
           "#{e.class}: #{e.message}; job #{job["jid"]} starts without its rate cap"
         end
-        nil
       end
 
       # [tag, sub] => its windows (limit, per ms, ...), in the order the option names them.
       def windows_by_scope(view, raw)
         FairTenant.rate_cache.fetch(view.class_name, raw).each_with_object({}) do |options, found|
-          tag, sub = scope(view, options)
+          tag, sub = SlotScope.scope(view, options) || no_scope(view.class_name)
           (found[[tag, sub]] ||= []).concat(options.flat) if tag
         end
       end
 
-      def scope(view, options)
-        if options.key_method
-          key = view.klass.public_send(options.key_method, *view.arguments)
-          return Native::Slots.key_scope(key.to_s) unless JobInfo.blank?(key)
-        else
-          tenant = view.tenant
-          queue = view.job["fair_tenant_rerouted_from"] || view.job["queue"]
-          return Native::Slots.tenant_scope(tenant, queue.to_s) if tenant
-        end
-        FairTenant.warn(:no_rate_scope, view.class_name) do
-          "#{view.class_name} has fair_tenant_rate but no tenant or key: runs without a rate cap"
+      def no_scope(class_name)
+        FairTenant.warn(:no_rate_scope, class_name) do
+          "#{class_name} has fair_tenant_rate but no tenant or key: runs without a rate cap"
         end
       end
     end

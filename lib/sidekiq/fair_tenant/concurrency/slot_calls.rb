@@ -5,11 +5,8 @@ module Sidekiq
     # Concurrency slots taken, given back, renewed and swept on Sidekiq's own connection (in a worker thread, its
     # capsule's): the slot keys live in Sidekiq's Redis, where a fair queue's fetch and acknowledgement take and
     # give back slots too, so one client writes them. Scripts, keys, arguments and the reply's meaning come from
-    # the extension (Native::Slots); this sends them.
+    # the extension (Native::Slots); ScriptRunner sends them.
     module SlotCalls
-      SCRIPTS = %w[acquire release acquire_all release_all renew sweep].to_h do |name|
-        [name, Native::Slots.script(name).map(&:freeze).freeze]
-      end.freeze
       TAGS_KEY = Native::Slots.tags_key.freeze # the tags with parked jobs, for the sweep
       # What Sidekiq's client raises when Redis is unreachable or refuses a call (redis-rb 4.8 on 6.x,
       # redis-client on 7.x/8.x), and the gem's own errors.
@@ -51,25 +48,25 @@ module Sidekiq
                      else
                        Native::Slots.acquire_call(*acquire)
                      end
-        Native::Slots.acquired(Sidekiq.redis { |conn| run(conn, "acquire", keys, argv) })
+        Native::Slots.acquired(Sidekiq.redis { |conn| ScriptRunner.run(conn, "acquire", keys, argv) })
       end
 
       # A run of a job of several scopes (Several): :acquired or :held (run the job, holding a slot in every
       # scope), :parked (on a scope that refused, holding none) or :dropped. Idempotent per run.
       def acquire_all(several, payload, enqueued_at)
         keys, argv = Native::Slots.acquire_all_call(several.scopes, several.jid, several.run, payload, enqueued_at)
-        Native::Slots.acquired(Sidekiq.redis { |conn| run(conn, "acquire_all", keys, argv) }).first
+        Native::Slots.acquired(Sidekiq.redis { |conn| ScriptRunner.run(conn, "acquire_all", keys, argv) }).first
       end
 
       # Frees the run's slot (every one of a Several); returns how many parked jobs were handed a slot.
       def release(slot)
         if slot.is_a?(Several)
           keys, argv = Native::Slots.release_all_call(slot.scopes, slot.jid, slot.run)
-          return Sidekiq.redis { |conn| run(conn, "release_all", keys, argv) }.first
+          return Sidekiq.redis { |conn| ScriptRunner.run(conn, "release_all", keys, argv) }.first
         end
 
         keys, argv = Native::Slots.release_call(slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit)
-        Sidekiq.redis { |conn| run(conn, "release", keys, argv) }.first
+        Sidekiq.redis { |conn| ScriptRunner.run(conn, "release", keys, argv) }.first
       end
 
       # After an acquire whose reply was lost (the job ran without its slot): gives back what that call may have
@@ -77,12 +74,12 @@ module Sidekiq
       def forget(slot, payload, queue)
         if slot.is_a?(Several)
           keys, argv = Native::Slots.forget_all_call(slot.scopes, [slot.jid, slot.run], payload, queue)
-          return Sidekiq.redis { |conn| run(conn, "release_all", keys, argv) }.first
+          return Sidekiq.redis { |conn| ScriptRunner.run(conn, "release_all", keys, argv) }.first
         end
 
         keys, argv = Native::Slots.forget_call(slot.tag, slot.sub, slot.jid, slot.run, slot.lease_ms, slot.limit,
                                                payload, queue)
-        Sidekiq.redis { |conn| run(conn, "release", keys, argv) }.first
+        Sidekiq.redis { |conn| ScriptRunner.run(conn, "release", keys, argv) }.first
       end
 
       # Extends the leases of jobs running here (ServerMiddleware::Slot); returns how many were renewed.
@@ -90,7 +87,7 @@ module Sidekiq
         return 0 if slots.empty?
 
         keys, argv = Native::Slots.renew_call(slots.map { |s| [s.tag, s.sub, s.jid, s.run.to_s, s.lease_ms] })
-        Sidekiq.redis { |conn| run(conn, "renew", keys, argv) }
+        Sidekiq.redis { |conn| ScriptRunner.run(conn, "renew", keys, argv) }
       end
 
       # Reclaims expired leases and hands freed slots to parked jobs, for at most `max_tags` tags with parked
@@ -98,15 +95,11 @@ module Sidekiq
       def sweep(max_tags)
         Sidekiq.redis do |conn|
           conn.call("SRANDMEMBER", TAGS_KEY, max_tags).each_with_object([0, 0]) do |tag, swept|
-            handed, reclaimed, = run(conn, "sweep", *Native::Slots.sweep_call(tag))
+            handed, reclaimed, = ScriptRunner.run(conn, "sweep", *Native::Slots.sweep_call(tag))
             swept[0] += handed
             swept[1] += reclaimed
           end
         end
-      end
-
-      def run(conn, name, keys, argv)
-        ScriptRunner.run(conn, *SCRIPTS.fetch(name), keys, argv)
       end
     end
   end

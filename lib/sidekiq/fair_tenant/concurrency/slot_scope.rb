@@ -19,7 +19,7 @@ module Sidekiq
       def resolve_all(worker, job, view = JobView.new(worker, job))
         class_name = view.class_name
         scopes = FairTenant.concurrency_cache.fetch(class_name, job["fair_tenant_concurrency"]).filter_map do |options|
-          tag, sub = scope(view, options, class_name)
+          tag, sub = scope(view, options) || no_scope(class_name)
           tag && [options, tag, sub]
         end
         scopes.uniq { |_, tag, sub| [tag, sub] }
@@ -42,7 +42,6 @@ module Sidekiq
         FairTenant.warn(:slot_descriptor, job["class"]) do
           "#{e.class}: #{e.message}; job #{job["jid"]} takes its slot when it runs"
         end
-        nil
       end
 
       # One scope as a job carries it, in Names::SLOT_FIELDS order.
@@ -52,16 +51,21 @@ module Sidekiq
         Native::Names::SLOT_FIELDS.map { |field| parts.fetch(field) }
       end
 
-      def scope(view, options, class_name)
+      # [tag, sub] of the job's scope for one entry of its concurrency or rate option (RateScope's too), or nil
+      # (no tenant, or a blank key). The rule is Native::Slots.job_scope's; this calls what it reads: the class's
+      # key method, else the job's tenant.
+      def scope(view, options)
+        job = view.job
         if options.key_method
           key = view.klass.public_send(options.key_method, *view.arguments)
-          return Native::Slots.key_scope(key.to_s) unless JobInfo.blank?(key)
+          Native::Slots.job_scope(true, JobInfo.blank?(key) ? nil : key.to_s, nil, nil)
         else
-          tenant = view.tenant
-          job = view.job
-          queue = job["fair_tenant_rerouted_from"] || job["queue"]
-          return Native::Slots.tenant_scope(tenant, queue.to_s) if tenant
+          from = job["fair_tenant_rerouted_from"]
+          Native::Slots.job_scope(false, view.tenant, job["queue"]&.to_s, from ? from.to_s : nil)
         end
+      end
+
+      def no_scope(class_name)
         FairTenant.warn(:no_scope, class_name) do
           "#{class_name} has fair_tenant_concurrency but no tenant or key: runs unlimited"
         end

@@ -64,7 +64,7 @@ module Sidekiq
       end
 
       def walk(conn, queue, max, skip, cursor)
-        FairQueues.run(conn, "jobs", [], [FairQueues.base(queue), max, STEPS, skip, *cursor])
+        ScriptRunner.run(conn, "jobs", [], [FairQueues.base(queue), max, STEPS, skip, *cursor])
       end
 
       # Sidekiq::Paginator#page for a queue with a fair backlog: Sidekiq's own list first (newest first, as
@@ -107,8 +107,8 @@ module Sidekiq
         search = []
         Sidekiq.redis do |conn|
           loop do
-            found, *rest = FairQueues.run(conn, "delete", [],
-                                          [FairQueues.base(queue), queue, job, tenant, cursor, SCAN, SEARCH, *search])
+            found, *rest = ScriptRunner.run(conn, "delete", [],
+                                            [FairQueues.base(queue), queue, job, tenant, cursor, SCAN, SEARCH, *search])
             return true if found.to_i == 1
 
             if found.to_i == 2 # the search for the tenant's place goes on
@@ -125,8 +125,8 @@ module Sidekiq
       # Seconds the oldest job a free thread could start now has waited (paused tenants and tenants behind a
       # static cap left out); 0.0 when none waits.
       def latency(conn, queue, capped_read: CAPPED_READ)
-        oldest = FairQueues.run(conn, "latency", [FairQueues::WEIGHTS_KEY],
-                                [FairQueues.base(queue), queue, STEPS, capped_read])
+        oldest = ScriptRunner.run(conn, "latency", [FairQueues::WEIGHTS_KEY],
+                                  [FairQueues.base(queue), queue, STEPS, capped_read])
         oldest ? [Time.now.to_f - oldest.to_f, 0.0].max : 0.0
       end
 
@@ -135,7 +135,7 @@ module Sidekiq
       # before a rate window lets it (`rate_held`). backlog = startable + paused + held + rate_held.
       def counts(conn, queue, backlog)
         paused, _, held, _, _, _, rated, rated_tenants =
-          FairQueues.run(conn, "held", [], [FairQueues.base(queue), HELD_MAX]).map(&:to_i)
+          ScriptRunner.run(conn, "held", [], [FairQueues.base(queue), HELD_MAX]).map(&:to_i)
         { startable: [backlog - paused - held - rated, 0].max, paused: paused, held: held, rate_held: rated,
           rated_tenants: rated_tenants }
       end

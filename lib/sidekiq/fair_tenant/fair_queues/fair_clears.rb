@@ -26,7 +26,7 @@ module Sidekiq
       def finish_queue(conn, queue, record, batch)
         total = 0
         loop do
-          deleted, more = FairQueues.run(conn, "clear", [], [FairQueues.base(queue), queue, batch, "cut", record])
+          deleted, more = ScriptRunner.run(conn, "clear", [], [FairQueues.base(queue), queue, batch, "cut", record])
           total += deleted.to_i
           return total if more.to_i.zero?
         end

@@ -5,20 +5,16 @@ require "securerandom"
 module Sidekiq
   module FairTenant
     # Fair queues: queues whose jobs are served in weighted fair order per tenant (FairFetch on servers,
-    # FairPush on clients). The rule, its scripts and its keys are in the extension (Native::Fair); this
-    # runs the scripts on Sidekiq's own connections, so a job stays in the shard its client chose.
+    # FairPush on clients). The rule, its scripts and its keys are in the extension (Native::Fair); the scripts
+    # run (ScriptRunner) on Sidekiq's own connections, so a job stays in the shard its client chose.
     module FairQueues
       NAMES = Native::Names
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP
       PUSH_BATCH = NAMES::PUSH_BATCH
       SHARED_TENANT = Native::Fair::SHARED_TENANT
-      LIBRARY = Native::Fair.library_source.freeze
+      LIBRARY = ScriptRunner::LIBRARY
       MILLISECONDS = Gem::Version.new(::Sidekiq::VERSION) >= Gem::Version.new("8") # enqueued_at's unit
-      SCRIPTS = Native::Fair.script_names.to_h do |name|
-        [name, [Native::Fair.function_name(name).freeze, LIBRARY, Native::Fair.script_sha(name).freeze,
-                Native::Fair.script_source(name).freeze].freeze]
-      end.freeze
 
       module_function
 
@@ -49,11 +45,6 @@ module Sidekiq
         "#{base(queue)}#{suffix}"
       end
 
-      # Runs a fair-queue script on one of Sidekiq's connections (ScriptRunner: its function, or EVALSHA).
-      def run(conn, name, keys, argv)
-        ScriptRunner.fcall(conn, SCRIPTS.fetch(name), keys, argv)
-      end
-
       # The tenant of a payload, found as for re-routing; a job with none belongs to the shared tenant.
       def tenant(payload, view = JobView.new(payload["class"], payload))
         view.tenant || SHARED_TENANT
@@ -79,7 +70,8 @@ module Sidekiq
       def drain(conn, queue, batch: NAMES::DRAIN_BATCH)
         total = 0
         loop do
-          moved, more = run(conn, "drain", ["queue:#{queue}", WEIGHTS_KEY], [base(queue), queue.to_s, batch])
+          moved, more = ScriptRunner.run(conn, "drain", ["queue:#{queue}", WEIGHTS_KEY],
+                                         [base(queue), queue.to_s, batch])
           total += moved.to_i
           return total if more.to_i.zero?
         end
@@ -93,7 +85,8 @@ module Sidekiq
         total = 0
         first = ["begin", SecureRandom.hex(8)]
         (0..).each do |call|
-          deleted, more = run(conn, "clear", [], [base(queue), queue.to_s, batch, *(call.zero? ? first : ["next"])])
+          deleted, more = ScriptRunner.run(conn, "clear", [],
+                                           [base(queue), queue.to_s, batch, *(call.zero? ? first : ["next"])])
           total += deleted.to_i
           return total if more.to_i.zero?
         end
@@ -112,8 +105,8 @@ module Sidekiq
 
         killed = []
         triples = jobs.map { |job| adoption(queue, job, killed) }
-        moved = run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY, "dead"],
-                    [base(queue), queue, TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
+        moved = ScriptRunner.run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY, "dead"],
+                                 [base(queue), queue, TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
         FairFetch::Dead.written(killed, queue_of: queue) if moved.to_i.positive?
         moved
       end

@@ -97,8 +97,8 @@ module Sidekiq
 
       # One call of the stats script: at most ROWS tenant rows (and the capped and rated tenants `lists` asks).
       def stats_call(conn, name, offset, limit, lists)
-        FairQueues.run(conn, "stats", [FairQueues::WEIGHTS_KEY],
-                       [FairQueues.base(name), name, offset, [limit, ROWS].min, *lists])
+        ScriptRunner.run(conn, "stats", [FairQueues::WEIGHTS_KEY],
+                         [FairQueues.base(name), name, offset, [limit, ROWS].min, *lists])
       end
 
       # Rows past the first call's, until `limit` or the last tenant.

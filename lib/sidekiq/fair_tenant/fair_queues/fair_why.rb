@@ -81,7 +81,7 @@ module Sidekiq
       def find(conn, queue, jid)
         cursor = [0, 0]
         loop do
-          reply = FairQueues.run(conn, "find", [], [FairQueues.base(queue), jid, *cursor])
+          reply = ScriptRunner.run(conn, "find", [], [FairQueues.base(queue), jid, *cursor])
           return nil if reply.empty?
           return [reply[1], reply[3]] if reply[0].nil? || reply[0] == false
 
@@ -91,7 +91,7 @@ module Sidekiq
 
       def explain(conn, jid, queue, tenant, job)
         ahead, jobs, place, rank, ready, weight, share, slot, rate =
-          FairQueues.run(conn, "why", [FairQueues::WEIGHTS_KEY], [FairQueues.base(queue), queue, tenant, job])
+          ScriptRunner.run(conn, "why", [FairQueues::WEIGHTS_KEY], [FairQueues.base(queue), queue, tenant, job])
         place = PLACES[place]
         { jid: jid, state: :waiting, queue: queue, tenant: tenant, ahead_in_tenant: ahead, tenant_backlog: jobs.to_i,
           place: place, tenants_ahead: rank.to_i, tenants_ready: ready.to_i, weight: weight.to_f,

@@ -69,17 +69,6 @@ module Sidekiq
         value ? payload[field] = value : payload.delete(field)
         true
       end
-
-      # `count` length-prefixed fields ("<len>:<bytes>") of `text` from byte `at`, then the rest.
-      def length_prefixed(text, at, count)
-        fields = Array.new(count) do
-          digits = text.byteslice(at, 24).b
-          colon = digits.index(":")
-          len = digits.to_i
-          text.byteslice(at + colon + 1, len).tap { at += colon + 1 + len }
-        end
-        fields << text.byteslice(at, text.bytesize - at)
-      end
     end
   end
 end

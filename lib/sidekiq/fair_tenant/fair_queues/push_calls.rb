@@ -39,9 +39,9 @@ module Sidekiq
 
       # Sends the calls in one round trip; returns the last one's reply.
       def send_all(conn, calls)
-        return FairQueues.run(conn, "push", KEYS, calls[0]) if calls.size == 1
+        return ScriptRunner.run(conn, "push", KEYS, calls[0]) if calls.size == 1
 
-        ScriptRunner.fcall_all(conn, FairQueues::SCRIPTS.fetch("push"), KEYS, calls).last
+        ScriptRunner.run_all(conn, "push", KEYS, calls).last
       end
     end
   end

@@ -83,8 +83,8 @@ module Sidekiq
         back = 0
         from = 0
         while from >= 0
-          brought, from = FairQueues.run(conn, "set_rate", keys(args[2]),
-                                         [*args, first ? "1" : "0", queue, from, BATCH, *pending])
+          brought, from = ScriptRunner.run(conn, "set_rate", keys(args[2]),
+                                           [*args, first ? "1" : "0", queue, from, BATCH, *pending])
           first = false
           back += brought
         end
@@ -92,7 +92,7 @@ module Sidekiq
       end
 
       def done(conn, pending)
-        FairQueues.run(conn, "set_rate", keys(""), ["", "", "", "0", "", 0, 0, *pending])
+        ScriptRunner.run(conn, "set_rate", keys(""), ["", "", "", "0", "", 0, 0, *pending])
       end
 
       def keys(tag) = [Native::Rate.overrides_key(tag), INDEX_KEY, RECHECKS_KEY]

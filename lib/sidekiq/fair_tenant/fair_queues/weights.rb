@@ -45,9 +45,9 @@ module Sidekiq
       def write(tenant, queue, value)
         Sidekiq.redis do |conn|
           queues = (conn.call("SUNION", "queues", PAUSED_QUEUES) | FairQueues.names).uniq
-          FairQueues.run(conn, "weight", [FairQueues::WEIGHTS_KEY],
-                         [field(tenant, queue), value, JobInfo.stored_name(tenant), Native::Fair.base_template,
-                          FairQueues::TOKEN_CAP, *queues])
+          ScriptRunner.run(conn, "weight", [FairQueues::WEIGHTS_KEY],
+                           [field(tenant, queue), value, JobInfo.stored_name(tenant), Native::Fair.base_template,
+                            FairQueues::TOKEN_CAP, *queues])
         end
       end
 

@@ -16,7 +16,6 @@ module Sidekiq
     class Stats
       Page = Struct.new(:total, :tenants, :offset, :limit, keyword_init: true)
       MAX_PAGE = 1_000
-      DETAILS = Native::Slots.script("details").map(&:freeze).freeze
       TAGS_KEY = Native::Slots.tags_key.freeze # tags with parked jobs
       SCAN_MATCH, SCAN_COUNT, SCAN_ROUNDS = Native::Stats.holders_scan # holders keys: scopes with running jobs
 
@@ -62,7 +61,7 @@ module Sidekiq
       end
 
       def scope(tag, sub, now = Time.now.to_f)
-        reply = SidekiqRedis.with { |conn| ScriptRunner.run(conn, *DETAILS, *Native::Stats.details_call(tag, sub)) }
+        reply = SidekiqRedis.with { |conn| ScriptRunner.run(conn, "details", *Native::Stats.details_call(tag, sub)) }
         details = Native::Stats.details(tag, sub, reply)
         oldest = details.delete(:oldest_parked_ms)
         # A lease past its expiry is a worker that died (or a clock ahead of Redis's): it is dropped

@@ -166,6 +166,20 @@ local function inflight_entry(queue, tenant, job)
   return #queue .. ':' .. queue .. #tenant .. ':' .. tenant .. job
 end
 
+-- A fair job's extras in the fetch reply: "F<len>:<jid whose slot it took><len>:<charge, ms><member>" (each may
+-- be empty); keys.rs served_extras reads them back.
+local function served_extras(held, ms, member)
+  return 'F' .. #held .. ':' .. held .. #ms .. ':' .. ms .. member
+end
+
+-- An acknowledgement's timing under `time` (keys.rs timing builds it): "<charged ms> <ran ms> <len>:<queue><member>",
+-- read back to charged, ran, queue, member (all strings); nil for a timing in no such form.
+local function parse_timing(timing)
+  local charged, ran, qlen, at = timing:match('^(%S+) (%S+) (%d+):()')
+  if not qlen then return nil end
+  return charged, ran, timing:sub(at, at + tonumber(qlen) - 1), timing:sub(at + tonumber(qlen))
+end
+
 -- An in-flight entry's queue, tenant and where its job starts (no copy of the job: a long string made in
 -- Lua costs time in proportion to its length).
 local function entry_head(entry)

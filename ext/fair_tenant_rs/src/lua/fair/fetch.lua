@@ -105,7 +105,7 @@ local function serve_want(woken, order)
         if not held and not charged then return { field, job, '' } end
         local ms = charged and string.format('%.17g', charged) or ''
         held = held or ''
-        return { field, job, 'F' .. #held .. ':' .. held .. #ms .. ':' .. ms .. (charged and member or '') }
+        return { field, job, served_extras(held, ms, charged and member or '') }
       elseif waiting(q) then
         return nil, q.name
       end

@@ -1006,10 +1006,8 @@ end
 -- when idle), never below v by a refund (no banked credit). A tenant met nowhere under that member (paused, back
 -- from idle under a new activation, its fin tag pruned) keeps its tag.
 local function charge_back(weights, timing)
-  local charged, ran, qlen, at = timing:match('^(%S+) (%S+) (%d+):()')
-  if not qlen then return end
-  local queue = timing:sub(at, at + tonumber(qlen) - 1)
-  local member = timing:sub(at + tonumber(qlen))
+  local charged, ran, queue, member = parse_timing(timing)
+  if not queue then return end
   local tenant = member_tenant(member)
   local k = fair_keys(fair_base(queue), weights)
   -- Times that are not finite numbers from 0 up (a timing the gem did not write) teach and move nothing.

@@ -6,12 +6,12 @@ module Sidekiq
       # A job from a fair queue: acknowledged (its in-flight field dropped, with the next fetch) after it ran, or
       # put back at the front of its tenant. `entry`: its in-flight field. `held`: the jid whose slot the fetch
       # took, or "".
-      # `timing`: under a queue fair by worker time, [charge (ms), "<len>:<queue><member>", fetched at (ms)].
+      # `timing`: under a queue fair by worker time, [charge (ms), queue, member, fetched at (ms)].
       FairUnit = Struct.new(:queue, :job, :entry, :fetch, :held, :timing) do
         def self.timing(queue, charged, member)
           return nil if charged.nil? || charged.empty?
 
-          [charged, "#{queue.bytesize}:".b + queue.b + member.b, FairUnit.now_ms]
+          [charged, queue, member, FairUnit.now_ms]
         end
 
         def self.now_ms
@@ -36,12 +36,12 @@ module Sidekiq
 
         private
 
-        # "<charged> <ran> <len>:<queue><member>": what the acknowledgement tells the scripts (charge_back).
+        # What the acknowledgement tells the scripts (Native::Fair.timing; serve.lua's charge_back).
         def ran
           return nil unless timing
 
-          charged, where, fetched_at = timing
-          "#{charged} #{FairUnit.now_ms - fetched_at} ".b + where
+          charged, queue, member, fetched_at = timing
+          Native::Fair.timing(charged, FairUnit.now_ms - fetched_at, queue, member)
         end
       end
     end

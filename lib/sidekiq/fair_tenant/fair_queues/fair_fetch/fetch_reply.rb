@@ -23,7 +23,7 @@ module Sidekiq
           return Served.new(extras.byteslice(1, extras.bytesize - 1), nil, job, nil, "", "", "") if extras[0] == "P"
 
           queue, tenant, = Native::Fair.decode_entry(field)
-          held = extras.empty? ? Served::NONE : JobBytes.length_prefixed(extras, 1, 2)
+          held = Native::Fair.served_extras(extras) || Served::NONE
           Served.new(queue, tenant, job, field, *held)
         end
       end

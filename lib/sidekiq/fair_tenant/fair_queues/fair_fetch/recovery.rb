@@ -120,7 +120,7 @@ module Sidekiq
 
           # One batch of the registry judged: [next cursor, suspects, seconds until the first is due, *dead].
           def liveness(conn, cursor, own_identity)
-            FairQueues.run(conn, "liveness", [REGISTRY, SUSPECTS], [cursor, BATCH, LAPSE, own_identity.to_s])
+            ScriptRunner.run(conn, "liveness", [REGISTRY, SUSPECTS], [cursor, BATCH, LAPSE, own_identity.to_s])
           end
 
           def count(result, suspected, due_in)

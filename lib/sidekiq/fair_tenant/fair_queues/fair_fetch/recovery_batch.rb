@@ -16,10 +16,10 @@ module Sidekiq
         # One call of the ack script for the recovery of `identity`'s in-flight hash `key` ("recover", or
         # "upgrade": a format-2 list made a hash first).
         def call(conn, identity, key, mode, args)
-          FairQueues.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Recovery::SUSPECTS, "dead",
-                                       Native::Fair.recovered_key(identity), Recovery::RECOVERING],
-                         [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, identity, Time.now.to_f.to_s,
-                          Recovery::KEEP, *args])
+          ScriptRunner.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Recovery::SUSPECTS, "dead",
+                                         Native::Fair.recovered_key(identity), Recovery::RECOVERING],
+                           [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, identity, Time.now.to_f.to_s,
+                            Recovery::KEEP, *args])
         end
 
         # The hash's fields, the newest (highest id) first; a field that is no field of this format last.

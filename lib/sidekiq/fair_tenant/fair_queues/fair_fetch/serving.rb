@@ -46,7 +46,7 @@ module Sidekiq
           end
           argv = [@identity, acks.size / 2, *acks, queues.size, *queues.flat_map { |name| FairFetch.fetch_args(name) },
                   *orders]
-          reply = FairQueues.run(conn, "fetch", @keys, argv)
+          reply = ScriptRunner.run(conn, "fetch", @keys, argv)
           @acks.applied(carried)
           FetchReply.read(reply)
         end
