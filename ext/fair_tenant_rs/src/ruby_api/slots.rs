@@ -7,7 +7,7 @@ use std::sync::Arc;
 use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Symbol};
 
 use crate::handle::Handle;
-use crate::ruby_api::helpers::convert::{bytes, pair};
+use crate::ruby_api::helpers::convert::{bytes, pair, text_pair};
 use crate::ruby_api::helpers::errors::{argument_error, to_ruby};
 use crate::ruby_api::helpers::gvl::without_gvl;
 use crate::slots::{self, AcquireReply, Running, Scope, Slot};
@@ -94,13 +94,13 @@ impl RbSlots {
     /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.
     fn tenant_scope(ruby: &Ruby, tenant: RString, queue: RString) -> Result<RArray, Error> {
         let scope = Scope::tenant_queue(&bytes(tenant), &bytes(queue));
-        pair(ruby, scope.tag(), scope.sub())
+        text_pair(ruby, scope.tag(), scope.sub())
     }
 
     /// `[tag, sub]` of a custom-key scope.
     fn key_scope(ruby: &Ruby, key: RString) -> Result<RArray, Error> {
         let scope = Scope::custom(&bytes(key));
-        pair(ruby, scope.tag(), scope.sub())
+        text_pair(ruby, scope.tag(), scope.sub())
     }
 
     /// `[sha, source]` of a slot script (`acquire`, `release`), to run it on Sidekiq's own connection.
