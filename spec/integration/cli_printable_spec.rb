@@ -77,20 +77,20 @@ RSpec.describe "sidekiq-fair_tenant command with hostile job data" do
     expect(cli("why", holder)).to include("(queue fair, tenant #{shown(HostileNames::RED)})")
   end
 
-  # An ASCII name: on Ruby 3.3 a job with a cap and a non-ASCII tenant cannot be pushed yet (its scope's strings,
-  # ruby_api/helpers/convert.rs `pair`, are binary, and Sidekiq.dump_json refuses them).
+  # A name that is not ASCII: its scope's strings go into the job (ruby_api/helpers/convert.rs `text`: UTF-8,
+  # which Ruby 3.3's JSON takes; binary ones it refused).
   it "shows a hostile rate-capped tenant escaped" do
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "printable:1:a").tap do
       Sidekiq::FairTenant::Slots.stop
     end
-    3.times { |i| SlowRateJob.perform_async(HostileNames::CLIP, i, 0) }
+    3.times { |i| SlowRateJob.perform_async(HostileNames::BIDI, i, 0) }
     Array.new(3) { fetch.retrieve_work&.tap(&:acknowledge) }
     fetch.flush_acks
 
     out = cli("stats", "--fair", "fair")
-    expect(out).to include("1 rate-capped tenant(s):\n#{shown(HostileNames::CLIP)}\twindows 2/2 per 3s")
+    expect(out).to include("1 rate-capped tenant(s):\n#{shown(HostileNames::BIDI)}\twindows 2/2 per 3s")
     expect(JSON.parse(cli("stats", "--fair", "fair", "--json"))["rated"].first)
-      .to include("tenant" => HostileNames::CLIP)
+      .to include("tenant" => HostileNames::BIDI)
   end
 
   it "shows a hostile queue name of a plain or scheduled job escaped" do

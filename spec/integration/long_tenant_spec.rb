@@ -64,6 +64,9 @@ RSpec.describe "Tenant names longer than the maximum" do
     tenant = why[:tenant]
     expect([tenant.encoding, tenant.valid_encoding?, tenant.bytesize]).to eq([Encoding::UTF_8, true, max])
     expect(JSON.parse(Sidekiq.dump_json(why))["tenant"]).to eq(stored(wide))
+    # The slot and rate scopes the payload carries are UTF-8 too (Ruby 3.3's JSON refuses binary high bytes).
+    scope = Sidekiq::FairTenant::Native::Slots.tenant_scope(stored(wide), "fair")
+    expect(scope.map(&:encoding)).to eq([Encoding::UTF_8] * 2)
     expect(Sidekiq::FairTenant.why(jids.last)[:tenant]).to eq(stored(ascii))
     rows = Sidekiq::FairTenant.fair_stats.queue("fair")[:page]
     expect(rows.map { |row| row[:tenant] }).to contain_exactly(stored(wide), stored(ascii))

@@ -6,7 +6,7 @@ use magnus::{prelude::*, Error, RArray, RHash, RModule, RString, Ruby, Value};
 
 use crate::names::RATE_LIMITS_INDEX_KEY;
 use crate::routing::rules::RawValue;
-use crate::ruby_api::helpers::convert::{bytes, put_target};
+use crate::ruby_api::helpers::convert::{bytes, put_target, text_pair};
 use crate::ruby_api::helpers::errors::argument_error;
 use crate::ruby_api::helpers::values::{inspect, read_options};
 use crate::slots;
@@ -183,10 +183,7 @@ fn recheck_of(ruby: &Ruby, member: RString) -> Result<Option<RArray>, Error> {
     let Some((tag, field)) = recheck_target(&bytes(member)) else {
         return Ok(None);
     };
-    let out = ruby.ary_new_capa(2);
-    out.push(ruby.str_from_slice(&tag))?;
-    out.push(ruby.str_from_slice(&field))?;
-    Ok(Some(out))
+    text_pair(ruby, &tag, &field).map(Some)
 }
 
 fn index_key() -> &'static str {

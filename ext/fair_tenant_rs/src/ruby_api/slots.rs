@@ -11,7 +11,7 @@ use magnus::{prelude::*, Error, RArray, RModule, RString, Ruby, Value};
 
 #[cfg(feature = "bench")]
 use crate::handle::Handle;
-use crate::ruby_api::helpers::convert::{bytes, pair};
+use crate::ruby_api::helpers::convert::{bytes, pair, text_pair};
 use crate::ruby_api::helpers::errors::argument_error;
 use crate::slots::{self, AcquireReply, Running, Scope, ScopeSource, Slot};
 
@@ -96,13 +96,13 @@ pub(crate) fn slot(
 /// `[tag, sub]` of the default scope: a tenant's jobs from one queue.
 fn tenant_scope(ruby: &Ruby, tenant: RString, queue: RString) -> Result<RArray, Error> {
     let scope = Scope::tenant_queue(&bytes(tenant), &bytes(queue));
-    pair(ruby, scope.tag(), scope.sub())
+    text_pair(ruby, scope.tag(), scope.sub())
 }
 
 /// `[tag, sub]` of a custom-key scope.
 fn key_scope(ruby: &Ruby, key: RString) -> Result<RArray, Error> {
     let scope = Scope::custom(&bytes(key));
-    pair(ruby, scope.tag(), scope.sub())
+    text_pair(ruby, scope.tag(), scope.sub())
 }
 
 /// `[sha, source]` of a slot script (`acquire`, `release`), to run it on Sidekiq's own connection.
@@ -135,7 +135,7 @@ fn job_scope(
         }
     };
     Ok(match Scope::of_job(source) {
-        Some(scope) => pair(ruby, scope.tag(), scope.sub())?.as_value(),
+        Some(scope) => text_pair(ruby, scope.tag(), scope.sub())?.as_value(),
         None => ruby.qnil().as_value(),
     })
 }
