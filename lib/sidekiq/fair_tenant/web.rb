@@ -14,8 +14,8 @@ module Sidekiq
     # weight, running/limit; capped tenants: running/limit, static or elastic, in force or lifted),
     # concurrency scopes, runtime limits and weights, with forms (CSRF protected by Sidekiq::Web) to set
     # and delete limits and weights, and one that asks why a job (by jid) still waits (FairTenant.why), which
-    # each job row of Sidekiq's queue page links to (WhyLinks). Sidekiq 7's `HEAD /` counts a fair `default`'s
-    # backlog (Heartbeat).
+    # each job row of Sidekiq's queue page links to (WhyLinks). Sidekiq 7.2.3-8.0.1's `HEAD /` counts a fair
+    # `default`'s backlog (Heartbeat).
     module Web
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25

@@ -10,8 +10,8 @@ module Sidekiq
     # page and a queue's page (its list, paging and Delete), `Sidekiq::Stats#enqueued`, `#queues` (what
     # autoscalers such as judoscale and HireFire read) and `#default_queue_latency`, so the Web UI's /stats and
     # /stats/queues too. Works in any process with the gem loaded (the Web UI's too), whether or not it has
-    # `fair_queues` configured: a queue that never was fair has no backlog there. (Sidekiq 7's `HEAD /` of the
-    # Web UI: Web::Heartbeat, with the Web tab.)
+    # `fair_queues` configured: a queue that never was fair has no backlog there. (Sidekiq 7.2.3-8.0.1's `HEAD /`
+    # of the Web UI: Web::Heartbeat, with the Web tab.)
     module FairVisibility
       PAGE = 50 # jobs of Sidekiq's list per round trip of Queue#each, as Sidekiq's own
 
