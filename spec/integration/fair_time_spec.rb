@@ -112,7 +112,10 @@ RSpec.describe "Fair queues by worker time" do
     expect(of["fast"][:jobs]).to be > 4 * of["slow"][:jobs]
     means = redis.hgetall("#{base}#{names::RUNTIMES}")
     expect(means.keys).to contain_exactly("slow", "fast")
-    expect(means["slow"].to_f).to be > 5 * means["fast"].to_f # learnt from the acknowledgements
+    # Learnt from the acknowledgements: each at least its sleep, the slow one well above the fast one (a loaded
+    # machine stretches the 10 ms runs more than the 100 ms ones, so no tighter ratio holds).
+    expect(means["slow"].to_f).to be >= 100
+    expect(means["fast"].to_f).to be_between(10, means["slow"].to_f / 2)
   end
 
   it "shares job counts near evenly under :jobs (the slow tenant holds most of the worker time)" do
