@@ -58,11 +58,14 @@ module FetchLuaParts
 
   module_function
 
-  # The gem's library with the probes appended (they reach its local functions), under a name of its own.
+  # The gem's library with the probes added to the fetch function's block (they reach the local functions it
+  # carries), under a name of its own.
   def library
     name, source = Sidekiq::FairTenant::ScriptRunner::SCRIPTS.fetch("fetch").then { |s| [s.function, s.library] }
     lib = name.delete_suffix("_fetch")
-    "#{source.sub("#!lua name=#{lib}", "#!lua name=#{lib}_parts")}\n#{PROBES}"
+    fetch_block = /(function_name = '#{name}'.*?\nend\}\n)(end\n)/m
+    renamed = source.sub("#!lua name=#{lib}", "#!lua name=#{lib}_parts")
+    renamed.sub(fetch_block) { "#{::Regexp.last_match(1)}#{PROBES}#{::Regexp.last_match(2)}" }
   end
 
   def fill(redis)

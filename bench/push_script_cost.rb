@@ -2,10 +2,10 @@
 
 # What the fair push script costs on the server against the least a one-call push could cost, on a redis-server of
 # its own: server µs per FCALL (commandstats) of the push function as shipped (called as a client's single push
-# calls it, the short form: queue, tenant, job; and in its long form: base, queue, cap, time, id, tenant, job), its
-# body before issue 31 item 4's second pass (5660109, patched into the same library), a function of the same
-# library that only returns, one that runs just RPUSH, SADD, LLEN and HINCRBY on keys made by hand, and Sidekiq's
-# own SADD + LPUSH; modes taking turns.
+# calls it, the short form: queue, tenant, job; and in its long form: base, queue, cap, time, id, tenant, job), a
+# function of the same library that only returns (issue 31's "push as before" variant is gone: the library's push
+# block now carries only the helpers today's push uses), one that runs just RPUSH, SADD, LLEN and HINCRBY on keys
+# made by hand, and Sidekiq's own SADD + LPUSH; modes taking turns.
 #
 #   bundle exec ruby bench/push_script_cost.rb
 #   CALLS=50000 ROUNDS=5 bundle exec ruby bench/push_script_cost.rb
@@ -27,25 +27,9 @@ LIBRARY_NAME = LIBRARY[/name=(\S+)/, 1]
 FOUR_COMMANDS = "local b = ARGV[1]; redis.call('RPUSH', b .. 'l:' .. ARGV[6], ARGV[7]); " \
                 "redis.call('SADD', KEYS[1], ARGV[2]); redis.call('LLEN', b .. 'sig'); " \
                 "do return redis.call('HINCRBY', b .. 'state', 'n', 1) end"
-# The push function's body before issue 31 item 4's second pass (5660109): the queue's keys through fair_keys, the
-# enqueue time sent by the client, no call id. Its arguments: base, queue, cap, enqueued_at, then pairs.
-BEFORE = <<~LUA
-  local k = fair_keys(ARGV[1], KEYS[2])
-  local queue, cap = ARGV[2], tonumber(ARGV[3])
-  local now = finite(ARGV[4], 0, 1e11)
-  local pushed = 0
-  for i = 5, #ARGV, 2 do
-    push_job(k, ARGV[i], ARGV[i + 1], queue, now)
-    pushed = pushed + 1
-  end
-  redis.call('SADD', KEYS[1], queue)
-  add_tokens(k, pushed, cap)
-  do return redis.call('HINCRBY', k.state, K_STATE_N, pushed) end
-LUA
 BODY = /(_push', callback = function\(KEYS, ARGV\)\n)/
 VARIANTS = {
   "push function" => ->(source) { source },
-  "push as before (5660109)" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}#{BEFORE}" } },
   "function that only returns" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}do return 1 end\n" } },
   "RPUSH, SADD, LLEN, HINCRBY" => ->(source) { source.sub(BODY) { "#{Regexp.last_match(1)}#{FOUR_COMMANDS}\n" } }
 }.freeze
@@ -63,10 +47,9 @@ PUSH = Sidekiq::FairTenant::PushCalls
 args = ->(i) { [2, *PUSH::KEYS, *PUSH.build("bench_fair", [[TENANTS[i % 50], job]]).first] } # a client's: short
 BASE = FQ.base("bench_fair")
 long_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, "", "", TENANTS[i % 50], job] }
-before_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, 1.7e9, TENANTS[i % 50], job] }
 # [call, the commands whose server time it is] (commands run inside a function are counted apart too).
 modes = functions.to_h do |label, name|
-  given = { "push as before (5660109)" => before_args, "RPUSH, SADD, LLEN, HINCRBY" => long_args }.fetch(label, args)
+  given = { "RPUSH, SADD, LLEN, HINCRBY" => long_args }.fetch(label, args)
   [label, [->(i) { redis.call("FCALL", name, *given.call(i)) }, %w[fcall]]]
 end
 modes["push function, long form"] = [->(i) { redis.call("FCALL", functions["push function"], *long_args.call(i)) },

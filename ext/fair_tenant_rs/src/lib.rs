@@ -29,6 +29,7 @@ pub mod demo;
 pub mod error;
 pub mod fair;
 pub mod handle;
+mod lua_pieces;
 pub mod names;
 pub mod redis;
 pub mod routing;

@@ -1,11 +1,12 @@
 //! Every name the gem's data in Redis shares between Rust, Lua and Ruby, spelled once: key prefixes and
 //! suffixes, hash fields, entry layouts and separators, defaults and limits.
 //!
-//! Rust uses the constants; a Lua script reads the ones it names as locals `K_<NAME>` from a one-line
-//! prelude built here ([`script`]: `local K_A, K_B = ...` prepended to the script's text, so its SHA is that
-//! of the final text; only the names the script uses; locals, not a table, which would cost the fetch
-//! script ~0.8 µs of server time per call); Ruby reads them from `Sidekiq::FairTenant::Native::Names`. A
-//! test scans the scripts and the Ruby library for hand-spelled copies of the names in [`NAMES`].
+//! Rust uses the constants; a Lua script names them `K_<NAME>`, and [`script`] writes each one's value in
+//! its place (in parentheses) when the script is built, so its SHA is that of the final text. Values in
+//! place, not locals of a prelude nor a table: a Lua function allows 200 locals and a script's shared
+//! helpers need them (`fair/lua_limits.rs`), and a constant costs nothing per call (a table would cost the
+//! fetch script ~0.8 µs of server time per call). Ruby reads them from `Sidekiq::FairTenant::Native::Names`.
+//! A test scans the scripts and the Ruby library for hand-spelled copies of the names in [`NAMES`].
 
 /// The root of every key the gem writes.
 macro_rules! root {
@@ -434,36 +435,31 @@ pub const NAMES: &[Name] = &[
     n("WHY_HOLDERS", WHY_HOLDERS, &[]),
 ];
 
-/// A script's final text: the prelude of the `K_<NAME>` constants its parts use, then the parts (a script
-/// that uses none is its parts alone). Panics on a `K_<NAME>` not in [`NAMES`] (the test building every
-/// script catches it).
+/// A script's final text: its parts, each `K_<NAME>` replaced by the name's value in parentheses. Panics on
+/// a `K_<NAME>` not in [`NAMES`] (the test building every script catches it).
 pub fn script(parts: &[&str]) -> String {
     let body = parts.concat();
     let names = lua_names();
-    for ident in references(&body) {
-        assert!(
-            names.iter().any(|(n, _)| *n == ident),
-            "K_{ident}: no such shared name (names.rs)"
-        );
+    let mut out = String::with_capacity(body.len());
+    let mut copied = 0;
+    for (at, ident) in references(&body) {
+        let value = names
+            .iter()
+            .find(|(n, _)| *n == ident)
+            .unwrap_or_else(|| panic!("K_{ident}: no such shared name (names.rs)"))
+            .1;
+        out.push_str(&body[copied..at]);
+        out.push('(');
+        out.push_str(&lua_value(value));
+        out.push(')');
+        copied = at + 2 + ident.len();
     }
-    let used: Vec<&(String, Value)> = names
-        .iter()
-        .filter(|(name, _)| references(&body).any(|r| r == name))
-        .collect();
-    if used.is_empty() {
-        return body;
-    }
-    let locals: Vec<String> = used.iter().map(|(name, _)| format!("K_{name}")).collect();
-    let values: Vec<String> = used.iter().map(|(_, value)| lua_value(*value)).collect();
-    format!(
-        "local {} = {}\n{body}",
-        locals.join(", "),
-        values.join(", ")
-    )
+    out.push_str(&body[copied..]);
+    out
 }
 
-/// The names `body` reads as `K_<NAME>`.
-fn references(body: &str) -> impl Iterator<Item = &str> {
+/// Where `body` reads a name as `K_<NAME>`, and the name.
+fn references(body: &str) -> impl Iterator<Item = (usize, &str)> {
     body.match_indices("K_").filter_map(move |(at, _)| {
         if at > 0 && is_ident(body.as_bytes()[at - 1]) {
             return None;
@@ -473,7 +469,7 @@ fn references(body: &str) -> impl Iterator<Item = &str> {
             .bytes()
             .position(|b| !is_ident(b))
             .unwrap_or(rest.len());
-        (end > 0).then_some(&rest[..end])
+        (end > 0).then_some((at, &rest[..end]))
     })
 }
 
@@ -849,23 +845,21 @@ mod tests {
     }
 
     #[test]
-    fn every_name_is_unique_and_the_prelude_carries_rust_values() {
+    fn every_name_is_unique_and_scripts_carry_rust_values() {
         let mut seen: Vec<&str> = NAMES.iter().map(|n| n.name).collect();
         seen.sort_unstable();
         seen.dedup();
         assert_eq!(seen.len(), NAMES.len());
         let text =
             script(&["return { K_FAIR_PREFIX, K_WEIGHT_SEPARATOR, K_TOKEN_CAP, K_SLOT_ELASTIC }"]);
-        let prelude = text.lines().next().unwrap();
         assert_eq!(
-            prelude,
-            "local K_FAIR_PREFIX, K_WEIGHT_SEPARATOR, K_TOKEN_CAP, K_SLOT_ELASTIC = \
-             'sidekiq-fair_tenant:fair:', '\\010', 1000, 5"
+            text,
+            "return { ('sidekiq-fair_tenant:fair:'), ('\\010'), (1000), (5) }"
         );
+        assert_eq!(script(&["return 1"]), "return 1", "no names used");
         assert_eq!(
-            script(&["return 1"]),
-            "return 1",
-            "no names used, no prelude"
+            script(&["return x.K_..K_TOKEN_CAP..'K'"]),
+            "return x.K_..(1000)..'K'"
         );
         assert_eq!(SLOT_FIELDS.len(), 5);
     }
@@ -881,7 +875,7 @@ mod tests {
         for path in lua_files() {
             let src = std::fs::read_to_string(&path).unwrap();
             let known = lua_names();
-            for r in references(&src) {
+            for (_, r) in references(&src) {
                 assert!(
                     known.iter().any(|(n, _)| n == r),
                     "{}: K_{r}",

@@ -22,6 +22,8 @@ pub mod caps;
 mod formats;
 #[cfg(test)]
 mod lockstep;
+#[cfg(test)]
+mod lua_limits;
 #[cfg(any(test, feature = "bench"))]
 pub mod rate;
 pub mod rules;

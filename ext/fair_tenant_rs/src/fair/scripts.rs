@@ -1,23 +1,41 @@
-//! The fair-queue scripts: each one's source (the shared names' prelude, the common rule and its own
-//! part) and SHA1, by name.
+//! The fair-queue scripts: [`SCRIPTS`] lists them, each with its own part (`lua/fair/<name>.lua`); each
+//! one's source is the shared Lua it uses ([`crate::lua_pieces`]) and its own
+//! part, with its SHA1. Everything that names the scripts (their loading, the library, the tests, Ruby's
+//! `Native::Fair.script_names`) reads this one list.
 
 use std::sync::LazyLock;
 
 use redis::Script;
 
-macro_rules! fair_script {
-    ($name:literal) => {
-        LazyLock::new(|| {
-            let mut parts = COMMON.to_vec();
-            parts.push(CALL_BEGINS);
-            parts.push(body($name));
-            FairScript::new(crate::names::script(&parts))
-        })
-    };
+use crate::lua_pieces;
+
+/// Every fair-queue script: its name and its own part, in the library's order.
+pub const SCRIPTS: [(&str, &str); 16] = [
+    ("push", include_str!("../lua/fair/push.lua")),
+    ("fetch", include_str!("../lua/fair/fetch.lua")),
+    ("adopt", include_str!("../lua/fair/adopt.lua")),
+    ("ack", include_str!("../lua/fair/ack.lua")),
+    ("clear", include_str!("../lua/fair/clear.lua")),
+    ("weight", include_str!("../lua/fair/weight.lua")),
+    ("drain", include_str!("../lua/fair/drain.lua")),
+    ("stats", include_str!("../lua/fair/stats.lua")),
+    ("jobs", include_str!("../lua/fair/jobs.lua")),
+    ("delete", include_str!("../lua/fair/delete.lua")),
+    ("latency", include_str!("../lua/fair/latency.lua")),
+    ("held", include_str!("../lua/fair/held.lua")),
+    ("liveness", include_str!("../lua/fair/liveness.lua")),
+    ("find", include_str!("../lua/fair/find.lua")),
+    ("why", include_str!("../lua/fair/why.lua")),
+    ("set_rate", include_str!("../lua/fair/set_rate.lua")),
+];
+
+/// The scripts' names, in [`SCRIPTS`]' order.
+pub fn script_names() -> impl Iterator<Item = &'static str> {
+    SCRIPTS.iter().map(|(name, _)| *name)
 }
 
-/// A script's source (the shared names' prelude and the common part included) and its SHA1, for callers
-/// that run it on Sidekiq's own connections (EVALSHA, then EVAL on NOSCRIPT).
+/// A script's source (the shared Lua it uses included, the shared names' values in place) and its SHA1, for
+/// callers that run it on Sidekiq's own connections (EVALSHA, then EVAL on NOSCRIPT).
 pub struct FairScript {
     pub source: String,
     pub sha: String,
@@ -30,66 +48,38 @@ impl FairScript {
     }
 }
 
-static PUSH: LazyLock<FairScript> = fair_script!("push");
-static FETCH: LazyLock<FairScript> = fair_script!("fetch");
-static ADOPT: LazyLock<FairScript> = fair_script!("adopt");
-static ACK: LazyLock<FairScript> = fair_script!("ack");
-static CLEAR: LazyLock<FairScript> = fair_script!("clear");
-static WEIGHT: LazyLock<FairScript> = fair_script!("weight");
-static DRAIN: LazyLock<FairScript> = fair_script!("drain");
-static STATS: LazyLock<FairScript> = fair_script!("stats");
-static JOBS: LazyLock<FairScript> = fair_script!("jobs");
-static DELETE: LazyLock<FairScript> = fair_script!("delete");
-static LATENCY: LazyLock<FairScript> = fair_script!("latency");
-static HELD: LazyLock<FairScript> = fair_script!("held");
-static LIVENESS: LazyLock<FairScript> = fair_script!("liveness");
-static FIND: LazyLock<FairScript> = fair_script!("find");
-static WHY: LazyLock<FairScript> = fair_script!("why");
-static SET_RATE: LazyLock<FairScript> = fair_script!("set_rate");
-
-/// The scripts' names, in the library's order.
-pub const NAMES: [&str; 16] = [
-    "push", "fetch", "adopt", "ack", "clear", "weight", "drain", "stats", "jobs", "delete",
-    "latency", "held", "liveness", "find", "why", "set_rate",
-];
+static BUILT: LazyLock<Vec<FairScript>> = LazyLock::new(|| {
+    SCRIPTS
+        .iter()
+        .map(|(_, own)| FairScript::new(crate::names::script(&[&with_shared(own)])))
+        .collect()
+});
 
 /// What every script runs first: the state a call keeps for itself (fair/common.lua's `begin_call`) starts
 /// empty, whatever a call before it on this server left (a function library's locals outlive a call).
 const CALL_BEGINS: &str = "begin_call()\n";
 
-const COMMON: [&str; 4] = [
+/// The shared Lua a script may use, in the order it is defined.
+const SHARED: [&str; 4] = [
     include_str!("../lua/slots/common.lua"),
     include_str!("../lua/fair/common.lua"),
     include_str!("../lua/fair/time.lua"),
     include_str!("../lua/fair/serve.lua"),
 ];
 
-fn body(name: &str) -> &'static str {
-    match name {
-        "push" => include_str!("../lua/fair/push.lua"),
-        "fetch" => include_str!("../lua/fair/fetch.lua"),
-        "adopt" => include_str!("../lua/fair/adopt.lua"),
-        "ack" => include_str!("../lua/fair/ack.lua"),
-        "clear" => include_str!("../lua/fair/clear.lua"),
-        "weight" => include_str!("../lua/fair/weight.lua"),
-        "drain" => include_str!("../lua/fair/drain.lua"),
-        "stats" => include_str!("../lua/fair/stats.lua"),
-        "jobs" => include_str!("../lua/fair/jobs.lua"),
-        "delete" => include_str!("../lua/fair/delete.lua"),
-        "latency" => include_str!("../lua/fair/latency.lua"),
-        "held" => include_str!("../lua/fair/held.lua"),
-        "liveness" => include_str!("../lua/fair/liveness.lua"),
-        "find" => include_str!("../lua/fair/find.lua"),
-        "why" => include_str!("../lua/fair/why.lua"),
-        "set_rate" => include_str!("../lua/fair/set_rate.lua"),
-        _ => unreachable!("no fair-queue script named {name}"),
-    }
+/// A script's own part, after the call's beginning and the shared definitions it uses.
+fn with_shared(own: &str) -> String {
+    let own = format!("{CALL_BEGINS}{own}");
+    let mut parts = SHARED.to_vec();
+    parts.push(&own);
+    lua_pieces::only_used(&parts)
 }
 
-/// The fair-queue scripts as one Redis 7 function library (`FUNCTION LOAD`, `FCALL`): the names' prelude
-/// and the common parts run once, when the library is loaded; each script is a function whose body is its
-/// file. Library and functions are named after the library's content (`fair_tenant_<8 hex>`), so two
-/// versions of the gem on one Redis never replace each other's.
+/// The fair-queue scripts as one Redis 7 function library (`FUNCTION LOAD`, `FCALL`): each script is a
+/// function whose body is its own part, registered in a `do ... end` block after the shared definitions
+/// it uses, which run once, when the library is loaded (the block keeps each script's definitions out of
+/// the others' count of locals). Library and functions are named after the library's content
+/// (`fair_tenant_<8 hex>`), so two versions of the gem on one Redis never replace each other's.
 pub struct FairLibrary {
     pub name: String,
     pub source: String,
@@ -98,22 +88,23 @@ pub struct FairLibrary {
 impl FairLibrary {
     fn build() -> FairLibrary {
         const PLACEHOLDER: &str = "@LIBRARY@";
-        let mut parts: Vec<String> = COMMON.iter().map(|p| p.to_string()).collect();
-        for name in NAMES {
-            parts.push(format!(
-                "redis.register_function{{function_name = '{PLACEHOLDER}_{name}', callback = function(KEYS, ARGV)\n{CALL_BEGINS}{}\nend}}\n",
-                body(name)
-            ));
+        let mut code = String::new();
+        for (name, own) in SCRIPTS {
+            let callback = format!(
+                "redis.register_function{{function_name = '{PLACEHOLDER}_{name}', callback = function(KEYS, ARGV)\n{CALL_BEGINS}{own}\nend}}\n"
+            );
+            let mut parts = SHARED.to_vec();
+            parts.push(&callback);
+            code.push_str(&format!("do\n{}end\n", lua_pieces::only_used(&parts)));
         }
-        let refs: Vec<&str> = parts.iter().map(String::as_str).collect();
-        let code = crate::names::script(&refs);
+        let code = crate::names::script(&[&code]);
         let hash = Script::new(&code).get_hash().to_string();
         let name = format!("fair_tenant_{}", &hash[..8]);
         let source = format!("#!lua name={name}\n{}", code.replace(PLACEHOLDER, &name));
         FairLibrary { name, source }
     }
 
-    /// The function that runs script `name` (one of [`NAMES`]).
+    /// The function that runs script `name` (one of [`SCRIPTS`]).
     pub fn function(&self, name: &str) -> String {
         format!("{}_{name}", self.name)
     }
@@ -201,29 +192,11 @@ impl Invocation {
     }
 }
 
-/// The scripts by name: `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`, `stats`, and for
-/// Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`; `liveness` for recovery's sweep; `find`
-/// and `why` for `FairTenant.why`.
+/// The scripts by name (see [`SCRIPTS`]): `push`, `fetch`, `adopt`, `ack`, `clear`, `weight`, `drain`,
+/// `stats`, and for Sidekiq's API and Web UI `jobs`, `delete`, `latency`, `held`; `liveness` for recovery's
+/// sweep; `find` and `why` for `FairTenant.why`.
 pub fn script(name: &str) -> Option<&'static FairScript> {
-    match name {
-        "push" => Some(&PUSH),
-        "fetch" => Some(&FETCH),
-        "adopt" => Some(&ADOPT),
-        "ack" => Some(&ACK),
-        "clear" => Some(&CLEAR),
-        "weight" => Some(&WEIGHT),
-        "drain" => Some(&DRAIN),
-        "stats" => Some(&STATS),
-        "jobs" => Some(&JOBS),
-        "delete" => Some(&DELETE),
-        "latency" => Some(&LATENCY),
-        "held" => Some(&HELD),
-        "liveness" => Some(&LIVENESS),
-        "find" => Some(&FIND),
-        "why" => Some(&WHY),
-        "set_rate" => Some(&SET_RATE),
-        _ => None,
-    }
+    script_names().position(|n| n == name).map(|i| &BUILT[i])
 }
 
 #[cfg(test)]
@@ -236,18 +209,30 @@ mod tests {
     #[test]
     fn no_slot_script_has_a_fair_scripts_name() {
         for name in crate::slots::SCRIPT_NAMES {
-            assert!(!NAMES.contains(&name), "{name}");
+            assert!(!script_names().any(|n| n == name), "{name}");
         }
+    }
+
+    fn own(name: &str) -> &'static str {
+        SCRIPTS.iter().find(|(n, _)| *n == name).unwrap().1
     }
 
     #[test]
     fn scripts_carry_the_common_rule_and_their_sha() {
-        for name in NAMES {
+        for name in script_names() {
             let s = script(name).unwrap();
-            assert!(s.source.contains("local function activate"), "{name}");
+            assert!(s.source.contains("local function begin_call"), "{name}");
             assert_eq!(s.sha.len(), 40);
         }
         assert!(script("nope").is_none());
+        assert!(script("push")
+            .unwrap()
+            .source
+            .contains("local function activate"));
+        assert!(!script("liveness")
+            .unwrap()
+            .source
+            .contains("local function activate"));
     }
 
     #[test]
@@ -257,24 +242,29 @@ mod tests {
         assert!(lib
             .source
             .starts_with(&format!("#!lua name={}\n", lib.name)));
-        for name in NAMES {
+        for name in script_names() {
             let registered = format!("function_name = '{}',", lib.function(name));
             assert_eq!(lib.source.matches(&registered).count(), 1, "{name}");
         }
-        assert_eq!(lib.source.matches("local function activate").count(), 1);
+        assert_eq!(
+            lib.source.lines().filter(|l| *l == "do").count(),
+            SCRIPTS.len()
+        );
+        let activates = lib.source.matches("local function activate").count();
+        assert!(activates > 1 && activates < SCRIPTS.len(), "{activates}");
     }
 
     #[test]
     fn every_script_begins_its_call_with_the_call_state_emptied() {
-        for name in NAMES {
+        for name in script_names() {
             let s = &script(name).unwrap().source;
             assert!(
-                s.contains(&format!("{CALL_BEGINS}{}", body(name))),
+                s.contains(&names::script(&[&format!("{CALL_BEGINS}{}", own(name))])),
                 "{name}"
             );
         }
         let callback = format!("callback = function(KEYS, ARGV)\n{CALL_BEGINS}");
-        assert_eq!(library().source.matches(&callback).count(), NAMES.len());
+        assert_eq!(library().source.matches(&callback).count(), SCRIPTS.len());
         assert!(script("fetch")
             .unwrap()
             .source
@@ -282,12 +272,13 @@ mod tests {
     }
 
     #[test]
-    fn scripts_read_the_shared_names_from_their_prelude() {
+    fn scripts_carry_the_shared_names_values() {
         let push = &script("push").unwrap().source;
-        let prelude = push.lines().next().unwrap();
-        assert!(prelude.starts_with("local K_"), "{prelude}");
-        assert!(prelude.contains(&format!("'{}'", names::FAIR_BASE)));
-        assert!(prelude.contains("K_TOKEN_CAP"));
+        assert!(
+            !push.contains("K_FAIR_BASE"),
+            "every K_<NAME> replaced by its value"
+        );
+        assert!(push.contains(&format!("('{}')", names::FAIR_BASE)));
         assert_eq!(base("imports"), format!("{PREFIX}{{imports}}:"));
         let scope = crate::slots::Scope::tenant_queue(b"acme", b"imports");
         assert!(String::from_utf8(scope.waiting())

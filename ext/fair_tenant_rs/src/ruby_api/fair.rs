@@ -135,7 +135,7 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
     module.define_singleton_method("script_source", magnus::function!(source, 1))?;
     module.define_singleton_method(
         "script_names",
-        magnus::function!(|| fair::scripts::NAMES.to_vec(), 0),
+        magnus::function!(|| fair::scripts::script_names().collect::<Vec<_>>(), 0),
     )?;
     module.define_singleton_method("script_sha", magnus::function!(sha, 1))?;
     module.define_singleton_method("function_name", magnus::function!(function, 1))?;

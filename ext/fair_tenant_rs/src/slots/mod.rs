@@ -31,6 +31,7 @@ use std::sync::LazyLock;
 use redis::Script;
 
 use crate::error::Result;
+use crate::lua_pieces;
 use crate::names;
 use crate::redis::pool::Pool;
 
@@ -38,7 +39,10 @@ use crate::redis::pool::Pool;
 macro_rules! slot_source {
     ($file:literal) => {
         LazyLock::new(|| {
-            names::script(&[include_str!("../lua/slots/common.lua"), include_str!($file)])
+            names::script(&[&lua_pieces::only_used(&[
+                include_str!("../lua/slots/common.lua"),
+                include_str!($file),
+            ])])
         })
     };
 }
@@ -48,12 +52,12 @@ macro_rules! slot_source {
 macro_rules! slot_and_fair_source {
     ($file:literal) => {
         LazyLock::new(|| {
-            names::script(&[
+            names::script(&[&lua_pieces::only_used(&[
                 include_str!("../lua/slots/common.lua"),
                 include_str!("../lua/fair/common.lua"),
                 include_str!("../lua/fair/serve.lua"),
                 include_str!($file),
-            ])
+            ])])
         })
     };
 }
@@ -67,18 +71,15 @@ macro_rules! slot_and_fair_source {
 macro_rules! give_back_source {
     ($file:literal) => {
         LazyLock::new(|| {
-            let fair = names::script(&[
-                include_str!("../lua/fair/common.lua"),
-                include_str!("../lua/fair/serve.lua"),
-            ]);
-            names::script(&[
+            names::script(&[&lua_pieces::only_used(&[
                 include_str!("../lua/slots/common.lua"),
-                FAIR_WAKE_OPEN,
-                &fair,
-                FAIR_WAKE_CLOSE,
-                include_str!("../lua/slots/give_back.lua"),
-                include_str!($file),
-            ])
+                &[
+                    &fair_wake(),
+                    include_str!("../lua/slots/give_back.lua"),
+                    include_str!($file),
+                ]
+                .concat(),
+            ])])
         })
     };
 }
@@ -88,26 +89,30 @@ macro_rules! give_back_source {
 macro_rules! several_source {
     ($file:literal) => {
         LazyLock::new(|| {
-            let fair = names::script(&[
-                include_str!("../lua/fair/common.lua"),
-                include_str!("../lua/fair/serve.lua"),
-            ]);
-            names::script(&[
+            names::script(&[&lua_pieces::only_used(&[
                 include_str!("../lua/slots/common.lua"),
-                FAIR_WAKE_OPEN,
-                &fair,
-                FAIR_WAKE_CLOSE,
-                include_str!("../lua/slots/give_back.lua"),
-                include_str!("../lua/slots/several.lua"),
-                include_str!($file),
-            ])
+                &[
+                    &fair_wake(),
+                    include_str!("../lua/slots/give_back.lua"),
+                    include_str!("../lua/slots/several.lua"),
+                    include_str!($file),
+                ]
+                .concat(),
+            ])])
         })
     };
 }
 
 /// `fair_wake(slot, limit, tokens)`: `wake` of `lua/fair/serve.lua`, its sources set up when it is called.
-const FAIR_WAKE_OPEN: &str = "local function fair_wake(slot, limit, tokens)\n";
-const FAIR_WAKE_CLOSE: &str = "\nreturn wake(slot, limit, tokens)\nend\n";
+/// Its fair-queue part carries only what `wake` uses ([`lua_pieces`]) and its own prelude of shared names.
+fn fair_wake() -> String {
+    let fair = names::script(&[&lua_pieces::only_used(&[
+        include_str!("../lua/fair/common.lua"),
+        include_str!("../lua/fair/serve.lua"),
+        "return wake(slot, limit, tokens)\n",
+    ])]);
+    format!("local function fair_wake(slot, limit, tokens)\n{fair}end\n")
+}
 
 // Run here, or on Sidekiq's own connection by Ruby ([`script`]).
 static ACQUIRE_SOURCE: LazyLock<String> = give_back_source!("../lua/slots/acquire.lua");
@@ -935,11 +940,13 @@ mod tests {
         ] {
             let (sha, source) = script(name).unwrap();
             assert_eq!(sha, Script::new(source).get_hash());
-            assert!(source.ends_with(file));
+            assert!(source.ends_with(&crate::names::script(&[file])));
         }
-        assert!(script("set_limit").is_some_and(
-            |(_, source)| source.ends_with(include_str!("../lua/slots/set_limit.lua"))
-        ));
+        assert!(
+            script("set_limit").is_some_and(|(_, source)| source.ends_with(&crate::names::script(
+                &[include_str!("../lua/slots/set_limit.lua")]
+            )))
+        );
         assert!(script("serve").is_none());
     }
 
@@ -992,7 +999,10 @@ mod tests {
         ] {
             let (sha, source) = script(name).unwrap();
             assert_eq!(sha, Script::new(source).get_hash());
-            assert!(source.ends_with(file) && source.contains("local function several(first)"));
+            assert!(
+                source.ends_with(&crate::names::script(&[file]))
+                    && source.contains("local function several(first)")
+            );
         }
     }
 
@@ -1076,7 +1086,10 @@ mod tests {
             ("renew", include_str!("../lua/slots/renew.lua")),
             ("sweep", include_str!("../lua/slots/sweep.lua")),
         ] {
-            assert!(script(name).unwrap().1.ends_with(file));
+            assert!(script(name)
+                .unwrap()
+                .1
+                .ends_with(&crate::names::script(&[file])));
         }
     }
 

@@ -26,7 +26,7 @@
 --   prefix .. tenant  LIST  the tenant's jobs, oldest first
 --   pushed: .. id  STRING  a bulk push's call that ran (push.lua): the same call sent again pushes nothing
 -- weights HASH (shared): tenant -> weight, tenant .. K_WEIGHT_SEPARATOR .. queue -> weight; default 1, 0 pauses.
--- The names are spelled once, in names.rs; scripts read them as K_<NAME> locals from a prelude built there.
+-- The names are spelled once, in names.rs; scripts name them K_<NAME>, replaced by their values when built.
 
 -- The virtual time of each fair queue this call moved, by its state key: a serving call moves it with every job
 -- it serves but writes it once (count_taken, serve.lua), and every reader in the call reads it here first

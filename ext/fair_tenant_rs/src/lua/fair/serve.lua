@@ -648,72 +648,76 @@ local function call_weight(k, tenant, queue)
   return k.weighted and weight(k.weights, tenant, queue) or 1
 end
 
--- One turn of a tenant: its oldest job, if it can take its slot; the virtual time moves to `start` and the
--- tenant's next job starts at start + 1 / weight (`k.time`: start + its charge in seconds / weight, time.lua),
--- in `ready`, or held back when that job's scope is now full. A paused tenant or an emptied list leaves
--- `tier`. Returns tenant, job, jid whose slot was taken, the charge (ms, under `k.time`), the member; nil when
--- the tenant gave no job.
-local function turn(k, queue, tier, member, start, uncapped, known)
-  local tenant = member_tenant(member)
-  local w = call_weight(k, tenant, queue)
-  local list = k.prefix .. tenant
-  local job = w > 0 and redis.call('LPOP', list) or false
-  if w == 0 then
-    redis.call('ZREM', tier, member)
-    redis.call('HDEL', k.members, tenant)
+-- A tenant that gives no job leaves `tier`: at weight 0 for `paused` (a slot it was woken for goes to the next
+-- waiter), with an emptied list (cleared by hand) forgotten.
+local function leave_without_job(k, queue, tier, member, tenant, paused, known)
+  redis.call('ZREM', tier, member)
+  redis.call('HDEL', k.members, tenant)
+  if paused then
     redis.call('SADD', k.paused, tenant)
     redis.call('SADD', K_FAIR_PAUSED_QUEUES_KEY, queue)
-    pass_on(k, list, tier ~= k.ready and not known and waiting_entry(k, queue, tier, member))
-    return nil
-  elseif not job then
-    redis.call('ZREM', tier, member) -- an emptied list (cleared by hand): forget it
-    redis.call('HDEL', k.members, tenant)
+    pass_on(k, k.prefix .. tenant, tier ~= k.ready and not known and waiting_entry(k, queue, tier, member))
+  else
     redis.call('ZREM', k.heads, tenant)
-    return nil
   end
-  -- A rate window first (it only reads), then the slot: a job starts only when it passes both, and neither
-  -- is spent on a job the other refuses.
-  local rate = not uncapped and rate_of(job) or nil
-  local rate_checks, rate_due
-  if rate then
-    rate_checks, rate_due = rates_check(rate)
-    if rate_due then
-      k.put_back = (k.put_back or 0) + #job
-      redis.call('LPUSH', list, job)
-      local held = tier ~= k.ready and not known and slot_of(job)
-      if held then
-        for _, s in ipairs(scopes(held)) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
-      end
-      hold_rated(k, tier, member, start, rate_due)
-      return nil
-    end
+end
+
+-- A job that does not start goes back to the head of its list (`k.put_back`: its bytes crossed Lua for nothing).
+local function put_back(k, list, job)
+  k.put_back = (k.put_back or 0) + #job
+  redis.call('LPUSH', list, job)
+end
+
+-- A tenant served from where it waits (over, or capped when draining) still has its waiting entries there,
+-- unless a wake took them (known): they go when it leaves that place. `slot`: the job's, read when known.
+local function leave_waiting_entries(k, queue, tier, member, known, job, slot)
+  local waits = tier ~= k.ready and not known and (slot or slot_of(job))
+  if not waits then return end
+  for _, s in ipairs(scopes(waits)) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
+end
+
+-- Whether a rate window holds the job back: checked first, as it only reads (a window is spent only once the
+-- slot is taken too). Held back, the job goes back and the tenant waits in `rated` until the window is due.
+-- Returns whether it held the job back, else the checks to record when the job starts.
+local function rate_holds_back(k, queue, tier, member, start, known, list, job, rate)
+  local checks, due = rates_check(rate)
+  if not due then return false, checks end
+  put_back(k, list, job)
+  leave_waiting_entries(k, queue, tier, member, known, job)
+  hold_rated(k, tier, member, start, due)
+  return true
+end
+
+-- Whether the job's scope holds it back: its slot not taken, the job goes back and the tenant waits on the
+-- scope. Past the limit only from `over` while nobody is ready: not a tenant woken into a slot (known) that
+-- its own job's lower limit does not give it. Returns whether it held the job back, else the scope's running
+-- count and limit.
+local function slot_holds_back(k, queue, tier, member, start, known, list, job, slot)
+  local taken, running, limit, copy, refused = take_slot(slot, tier == k.over and not known, known)
+  if taken then return false, running, limit end
+  put_back(k, list, job)
+  hold_back(k, queue, tier, member, start, refused, limit, running, copy, slot)
+  if not copy then pass_others(slot, refused) end
+  return true
+end
+
+-- The finish tags behind `start` forgotten, at most K_FIN_PRUNE a call (many tenants idle at one tag would be
+-- one long call): a tag behind v is harmless (activate takes max(v, tag)), so pruning may lag.
+local function prune_fin(k, start)
+  local behind = redis.call('ZRANGEBYSCORE', k.fin, '-inf', start, 'LIMIT', 0, K_FIN_PRUNE)
+  if #behind > 0 then
+    redis.call('ZREM', k.fin, unpack(behind))
+    if k.time then redis.call('HDEL', k.runtimes, unpack(behind)) end
   end
-  local slot = not uncapped and slot_of(job) or nil
-  local taken, running, limit, copy, refused = true, 0, 0, false, nil
-  -- Past the limit only from `over` while nobody is ready: not a tenant woken into a slot (known) that its
-  -- own job's lower limit does not give it.
-  if slot then taken, running, limit, copy, refused = take_slot(slot, tier == k.over and not known, known) end
-  if not taken then
-    k.put_back = (k.put_back or 0) + #job
-    redis.call('LPUSH', list, job)
-    hold_back(k, queue, tier, member, start, refused, limit, running, copy, slot)
-    if not copy then pass_others(slot, refused) end
-    return nil
-  end
-  if rate then rates_record(rate_checks) end
-  -- A tenant served from where it waits (over, or capped when draining) still has its waiting entry there,
-  -- unless a wake took it (known); it goes when the tenant leaves that place.
-  local stale = tier ~= k.ready and not known and (slot or slot_of(job))
-  local function forget_entry()
-    if not stale then return end
-    for _, s in ipairs(scopes(stale)) do wait_rem(s.waiting, waiting_entry(k, queue, tier, member)) end
-  end
-  moved_v[k.state] = start -- written once a call (count_taken)
-  local charged = k.time and estimate(k, tenant)
-  local finish = start + (charged and charged / 1000 or 1) / w
-  -- The next job is not read (its bytes would cross into Lua): whether there is one is its list's length, and
-  -- its scope is read only when this job took a slot. Its enqueue time is not either: `heads` keeps the time
-  -- the tenant had, which is no later than its next job's (readers read the head job where they need it).
+end
+
+-- Where a served tenant's next job waits, at tag `finish`: in `ready`, or held back when its scope is now full
+-- (this job took the last slot); with no next job the tenant leaves the rotation and keeps its finish tag in
+-- `fin`. The next job is not read (its bytes would cross into Lua): whether there is one is its list's
+-- length, and its scope is read only when this job took a slot. Its enqueue time is not either: `heads` keeps
+-- the time the tenant had, which is no later than its next job's (readers read the head job where they need it).
+local function place_next(k, queue, tier, member, tenant, known, job, slot, running, limit, start, finish)
+  local list = k.prefix .. tenant
   if redis.call('LLEN', list) > 0 then
     local next_slot = slot and slot_of(redis.call('LINDEX', list, 0))
     if next_slot and same_scope(slot, next_slot) and running >= limit then
@@ -721,24 +725,52 @@ local function turn(k, queue, tier, member, start, uncapped, known)
     else
       if tier ~= k.ready then
         redis.call('ZREM', tier, member)
-        forget_entry()
+        leave_waiting_entries(k, queue, tier, member, known, job, slot)
       end
       redis.call('ZADD', k.ready, finish, member)
     end
   else
-    forget_entry()
+    leave_waiting_entries(k, queue, tier, member, known, job, slot)
     redis.call('ZREM', tier, member)
     redis.call('HDEL', k.members, tenant)
     redis.call('ZREM', k.heads, tenant)
-    -- Only here, and at most K_FIN_PRUNE tags a call (many tenants idle at one tag would be one long call): a
-    -- tag behind v is harmless (activate takes max(v, tag)), so pruning may lag.
-    local behind = redis.call('ZRANGEBYSCORE', k.fin, '-inf', start, 'LIMIT', 0, K_FIN_PRUNE)
-    if #behind > 0 then
-      redis.call('ZREM', k.fin, unpack(behind))
-      if k.time then redis.call('HDEL', k.runtimes, unpack(behind)) end
-    end
+    prune_fin(k, start)
     redis.call('ZADD', k.fin, finish, tenant)
   end
+end
+
+-- One turn of a tenant: its oldest job, if its rate window and its slot let it start; the virtual time moves
+-- to `start` and the tenant's next job starts at start + 1 / weight (`k.time`: start + its charge in seconds /
+-- weight, time.lua). Returns tenant, job, jid whose slot was taken, the charge (ms, under `k.time`), the
+-- member; nil when the tenant gave no job.
+local function turn(k, queue, tier, member, start, uncapped, known)
+  local tenant = member_tenant(member)
+  local w = call_weight(k, tenant, queue)
+  local list = k.prefix .. tenant
+  local job = w > 0 and redis.call('LPOP', list) or false
+  if not job then
+    leave_without_job(k, queue, tier, member, tenant, w == 0, known)
+    return nil
+  end
+  local rate = not uncapped and rate_of(job) or nil
+  local rate_checks
+  if rate then
+    local held
+    held, rate_checks = rate_holds_back(k, queue, tier, member, start, known, list, job, rate)
+    if held then return nil end
+  end
+  local slot = not uncapped and slot_of(job) or nil
+  local running, limit = 0, 0
+  if slot then
+    local held
+    held, running, limit = slot_holds_back(k, queue, tier, member, start, known, list, job, slot)
+    if held then return nil end
+  end
+  if rate then rates_record(rate_checks) end
+  moved_v[k.state] = start -- written once a call (count_taken)
+  local charged = k.time and estimate(k, tenant)
+  local finish = start + (charged and charged / 1000 or 1) / w
+  place_next(k, queue, tier, member, tenant, known, job, slot, running, limit, start, finish)
   k.taken = (k.taken or 0) + 1 -- the backlog's count, written once a call (count_taken)
   return tenant, job, slot and slot.jid, charged, member
 end
