@@ -3,10 +3,10 @@
 require "json"
 require "optparse"
 require "sidekiq/fair_tenant"
-require "sidekiq/fair_tenant/cli/cli_format"
-require "sidekiq/fair_tenant/cli/cli_limits"
-require "sidekiq/fair_tenant/cli/cli_rates"
-require "sidekiq/fair_tenant/cli/cli_weights"
+require "sidekiq/fair_tenant/cli/format"
+require "sidekiq/fair_tenant/cli/limits"
+require "sidekiq/fair_tenant/cli/rates"
+require "sidekiq/fair_tenant/cli/weights"
 require "sidekiq/fair_tenant/cli/why_text"
 
 module Sidekiq

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 require "time"
-require "sidekiq/fair_tenant/cli/cli_format"
+require "sidekiq/fair_tenant/cli/format"
 
 module Sidekiq
   module FairTenant

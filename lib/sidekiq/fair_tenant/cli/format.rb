@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-require "sidekiq/fair_tenant/cli/cli_rated"
+require "sidekiq/fair_tenant/cli/rated"
 
 module Sidekiq
   module FairTenant
