@@ -47,6 +47,7 @@ require_relative "fair_tenant/fair_queues/fetch/setup"
 require_relative "fair_tenant/fair_queues/fetch/fair_unit"
 require_relative "fair_tenant/fair_queues/fetch/plain_unit"
 require_relative "fair_tenant/fair_queues/fetch/batch"
+require_relative "fair_tenant/fair_queues/fetch/served"
 require_relative "fair_tenant/fair_queues/fetch/reply"
 require_relative "fair_tenant/fair_queues/fetch/serving"
 require_relative "fair_tenant/fair_queues/fetch/interruptions"
@@ -155,24 +156,24 @@ module Sidekiq
         native.ping
       end
 
-      # Runtime concurrency limits (see Limits).
+      # Runtime concurrency limits (see Concurrency::Limits).
       def limits
-        @limits ||= Limits.new
+        @limits ||= Concurrency::Limits.new
       end
 
-      # What fair queues hold right now (see FairStats).
+      # What fair queues hold right now (see FairQueues::Stats).
       def fair_stats
-        @fair_stats ||= FairStats.new
+        @fair_stats ||= FairQueues::Stats.new
       end
 
-      # Where a job stands and what holds it, by its jid (see FairWhy).
+      # Where a job stands and what holds it, by its jid (see FairQueues::Why).
       def why(jid)
-        FairWhy.new.call(jid)
+        FairQueues::Why.new.call(jid)
       end
 
-      # Runtime weights of tenants in fair queues (see Weights).
+      # Runtime weights of tenants in fair queues (see FairQueues::Weights).
       def weights
-        @weights ||= Weights.new
+        @weights ||= FairQueues::Weights.new
       end
 
       # Runtime rate overrides of `fair_tenant_rate` (see Rates).
@@ -180,14 +181,14 @@ module Sidekiq
         @rates ||= Rates.new
       end
 
-      # Tenants, counts and concurrency scopes (see Stats).
+      # Tenants, counts and concurrency scopes (see Routing::Stats).
       def stats
-        @stats ||= Stats.new
+        @stats ||= Routing::Stats.new
       end
 
       def register_client_middleware(config)
         config.client_middleware do |chain|
-          chain.add ClientMiddleware unless chain.exists?(ClientMiddleware)
+          chain.add Routing::ClientMiddleware unless chain.exists?(Routing::ClientMiddleware)
         end
       end
 
@@ -196,30 +197,37 @@ module Sidekiq
       def register_server_middleware(config)
         register_client_middleware(config)
         config.server_middleware do |chain|
-          chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
+          chain.add Concurrency::ServerMiddleware unless chain.exists?(Concurrency::ServerMiddleware)
         end
         config.on(:startup) do
-          ServerCheck.verify_at_boot(config)
-          FairFetch.install(config) if FairQueues.any?
-          QueueConfig.warn_at_boot(config)
-          FairRulesCheck.warn_at_boot
-          Slots.start
+          Settings::ServerCheck.verify_at_boot(config)
+          FairQueues::Fetch.install(config) if FairQueues.any?
+          Routing::QueueConfig.warn_at_boot(config)
+          FairQueues::RulesCheck.warn_at_boot
+          Concurrency::Slots.start
         end
         config.on(:quiet) do
-          FairFetch::Sweeper.stop
-          Releases.flush # no next job: slots kept for a thread's next acquire go back now, and from now on at once
+          FairQueues::Fetch::Sweeper.stop
+          # no next job: slots kept for a thread's next acquire go back now, and from now on at once
+          Concurrency::Releases.flush
         end
         config.on(:shutdown) do
-          FairFetch::Sweeper.stop
-          Releases.flush
-          Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
+          FairQueues::Fetch::Sweeper.stop
+          Concurrency::Releases.flush
+          Concurrency::Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
         end
       end
     end
 
-    OptionsValidation.install
-    ::Sidekiq::Client.prepend(FairPush)
-    FairVisibility.install
+    # Public names: the classes users name in their Sidekiq config (middleware chains, `fetch_class`) and the
+    # docs show, kept as aliases of the classes in their folders' namespaces (spec/unit/layout_spec.rb).
+    ClientMiddleware = Routing::ClientMiddleware
+    ServerMiddleware = Concurrency::ServerMiddleware
+    FairFetch = FairQueues::Fetch
+
+    Routing::OptionsValidation.install
+    ::Sidekiq::Client.prepend(FairQueues::Push)
+    FairQueues::Visibility.install
   end
 end
 

@@ -76,7 +76,7 @@ RSpec.describe "sidekiq-fair_tenant command with hostile job data" do
 
   it "shows a hostile rate-capped tenant escaped" do
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "printable:1:a").tap do
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
     3.times { |i| SlowRateJob.perform_async(HostileNames::BIDI, i, 0) }
     Array.new(3) { fetch.retrieve_work&.tap(&:acknowledge) }

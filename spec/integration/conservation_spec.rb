@@ -64,7 +64,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
 
   def fetcher(identity)
     Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap do
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
   end
 
@@ -183,7 +183,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
   # Seed 509: a stalled process, taken for dead, fetched its own recovered copy of a capped job while the first
   # copy still ran; the first copy's end stopped the heartbeat renewing the jid's lease while the second ran.
   it "renews a job's lease while a second copy of it runs in the same process, after the first copy ended" do
-    slots = Sidekiq::FairTenant::Slots
+    slots = Sidekiq::FairTenant::Concurrency::Slots
     copies = Array.new(2) { Sidekiq::FairTenant::ServerMiddleware::Slot.new("t", "s", "j14", 60_000, 1) }
     copies.each { |copy| slots.running(copy) }
     slots.finished(copies.first)

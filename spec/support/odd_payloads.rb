@@ -149,7 +149,7 @@ module OddPayloads
       @min_size = 0
       @serial = 0
       @fetchers = %w[a b].map { |name| Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "odd:1:#{name}") }
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
 
     def call

@@ -13,9 +13,9 @@ module Sidekiq
   module FairTenant
     # The `sidekiq-fair_tenant` command. Exit status: 0 done, 1 Redis trouble, 2 bad usage.
     class CLI
-      include CLILimits
-      include CLIRates
-      include CLIWeights
+      include Limits
+      include Rates
+      include Weights
 
       UsageError = Class.new(StandardError)
 
@@ -57,11 +57,11 @@ module Sidekiq
 
       def parser
         OptionParser.new do |o|
-          o.banner = CLIFormat::USAGE
+          o.banner = Format::USAGE
           o.on("--redis-url URL") { |v| use_redis(v) }
           o.on("-r", "--require FILE") { |v| require File.expand_path(v) }
           o.on("-h", "--help") do
-            @out.puts(CLIFormat::USAGE)
+            @out.puts(Format::USAGE)
             throw :help
           end
           command_options(o)
@@ -90,7 +90,7 @@ module Sidekiq
       def dispatch(command, argv)
         case command
         when "help" then nil
-        when "queues" then @out.puts(QueueConfig.yaml.lines(chomp: true).map { |line| Printable.call(line) })
+        when "queues" then @out.puts(Routing::QueueConfig.yaml.lines(chomp: true).map { |line| Printable.call(line) })
         when *COMMANDS.keys then send(COMMANDS[command], argv)
         else raise UsageError, "unknown command #{command.inspect}"
         end
@@ -118,12 +118,12 @@ module Sidekiq
       def print_tenants(total, rows)
         return @out.puts(Printable.json(total: total, tenants: rows)) if @options[:json]
 
-        @out.puts(CLIFormat.tenants(total, Printable.deep(rows)))
+        @out.puts(Format.tenants(total, Printable.deep(rows)))
       end
 
       def concurrency
         scopes = FairTenant.stats.concurrency
-        @out.puts(@options[:json] ? Printable.json(scopes) : CLIFormat.scopes(Printable.deep(scopes)))
+        @out.puts(@options[:json] ? Printable.json(scopes) : Format.scopes(Printable.deep(scopes)))
       end
 
       def target(argv)

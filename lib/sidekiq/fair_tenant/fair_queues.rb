@@ -4,8 +4,8 @@ require "securerandom"
 
 module Sidekiq
   module FairTenant
-    # Fair queues: queues whose jobs are served in weighted fair order per tenant (FairFetch on servers,
-    # FairPush on clients). The rule, its scripts and its keys are in the extension (Native::Fair); the scripts
+    # Fair queues: queues whose jobs are served in weighted fair order per tenant (FairQueues::Fetch on servers,
+    # FairQueues::Push on clients). The rule, its scripts and its keys are in the extension (Native::Fair); the scripts
     # run (ScriptRunner) on Sidekiq's own connections, so a job stays in the shard its client chose.
     module FairQueues
       NAMES = Native::Names
@@ -80,7 +80,7 @@ module Sidekiq
       # Deletes a queue's fair backlog, `batch` tenants per round trip; returns the number of jobs deleted. The
       # first call records the clear (FAIR_CLEARING_KEY, with its cut: Redis's time; by an id, so the call sent
       # again after a lost reply keeps the cut), the last one removes the record: a clear cut short between its
-      # calls is finished by a recovery sweep (FairClears.finish).
+      # calls is finished by a recovery sweep (Clears.finish).
       def clear(conn, queue, batch: NAMES::CLEAR_BATCH)
         total = 0
         first = ["begin", SecureRandom.hex(8)]
@@ -107,13 +107,13 @@ module Sidekiq
         triples = jobs.map { |job| adoption(queue, job, killed) }
         moved = ScriptRunner.run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY, "dead"],
                                  [base(queue), queue, TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
-        FairFetch::Dead.written(killed, queue_of: queue) if moved.to_i.positive?
+        Fetch::Dead.written(killed, queue_of: queue) if moved.to_i.positive?
         moved
       end
 
       # [tenant, job as read, job as stored ("": to the dead set)].
       def adoption(queue, job, killed)
-        payload = FairFetch::Dead.job(job)
+        payload = Fetch::Dead.job(job)
         unless payload
           killed << [nil, job, NotAJob.new("not a job (a JSON object) in queue #{queue}")]
           return [SHARED_TENANT, job, ""]
@@ -127,12 +127,13 @@ module Sidekiq
         [tenant(payload), job, stored]
       end
 
-      # Writes into a job for a fair queue the concurrency slot its fetch takes (SlotScope.descriptors) and the
-      # rate cap it is held to (RateScope.descriptors), or drops stale ones: the first scope of each in its field,
-      # the others in its MORE_FIELD. True when the payload changed.
+      # Writes into a job for a fair queue the concurrency slot its fetch takes (Concurrency::SlotScope.descriptors) and
+      # the rate cap it is held to (Rates::Scope.descriptors), or drops stale ones: the first scope of each in its
+      # field, the others in its MORE_FIELD. True when the payload changed.
       def carry_slot(payload, view = nil)
-        [[SlotScope, SlotScope.descriptors(payload, view)], [RateScope, RateScope.descriptors(payload, view)]]
-          .map { |scope, all| carry_scopes(payload, scope, all) }.any?
+        [Concurrency::SlotScope, Rates::Scope].map do |scope|
+          carry_scopes(payload, scope, scope.descriptors(payload, view))
+        end.any?
       end
 
       def carry_scopes(payload, scope, all)

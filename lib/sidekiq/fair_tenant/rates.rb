@@ -4,11 +4,11 @@ require "securerandom"
 
 module Sidekiq
   module FairTenant
-    # Runtime rate overrides for `fair_tenant_rate`, changed without a deploy, as Limits are for concurrency. An
-    # override replaces the windows of the jobs whose scope it names (a per-queue override beats a tenant-wide
-    # one); jobs without `fair_tenant_rate` are not capped by it. It takes effect at once: tenants waiting for a
-    # rate window in the fair queues rejoin the rotation and the next fetch checks them under the new windows.
-    # The starts already counted stay counted. Stored in Sidekiq's Redis, beside the fair queues.
+    # Runtime rate overrides for `fair_tenant_rate`, changed without a deploy, as Concurrency::Limits are for
+    # concurrency. An override replaces the windows of the jobs whose scope it names (a per-queue override beats a
+    # tenant-wide one); jobs without `fair_tenant_rate` are not capped by it. It takes effect at once: tenants waiting
+    # for a rate window in the fair queues rejoin the rotation and the next fetch checks them under the new windows. The
+    # starts already counted stay counted. Stored in Sidekiq's Redis, beside the fair queues.
     #
     #   rates = Sidekiq::FairTenant.rates
     #   rates.set([{ limit: 5, per: 1 }, { limit: 10_000, per: 86_400 }], tenant: "acme")  # or "5/1,10000/86400"
@@ -18,7 +18,7 @@ module Sidekiq
     #   rates.delete(tenant: "acme")                    # back to the class's windows
     #   rates.list                                      # => [{tenant: "acme", queue: nil, windows: [...]}, ...]
     class Rates
-      include OverrideScope
+      include Concurrency::OverrideScope
 
       INDEX_KEY = Native::Rate.overrides_index_key.freeze
       RECHECKS_KEY = Native::Names::RATE_RECHECKS_KEY

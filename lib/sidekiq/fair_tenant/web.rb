@@ -47,7 +47,7 @@ module Sidekiq
         end
 
         def ft_render(error: nil, notice: nil, why: nil)
-          @ft_why = why && WhyText.lines(FairTenant.why(why))
+          @ft_why = why && CLI::WhyText.lines(FairTenant.why(why))
           @ft_error = error
           @ft_notice = notice || ft_param(:notice)
           @ft_classes = JobClasses.routed
@@ -80,7 +80,7 @@ module Sidekiq
         # A form's change: back to the tab with the block's notice, or the tab again with the error.
         def ft_change
           ft_back(yield)
-        rescue ArgumentError, FairTenant::Error => e
+        rescue ArgumentError, Error => e
           ft_render(error: e.message)
         end
       end

@@ -93,7 +93,7 @@ module Conservation
       threads = Array.new(count) do
         Thread.new do
           gate.pop
-          [process.fetcher.retrieve_work, Thread.current[Sidekiq::FairTenant::HeldSlot::KEY]]
+          [process.fetcher.retrieve_work, Thread.current[Sidekiq::FairTenant::Concurrency::HeldSlot::KEY]]
         rescue StandardError => e
           e
         end
@@ -107,7 +107,7 @@ module Conservation
 
       ledger = Sidekiq::FairTenant::FairFetch::InFlight.ledger(process.fetcher.inflight_key)
       Sidekiq::FairTenant::FairFetch::InFlight.handed(ledger, unit) if unit.respond_to?(:entry) # runs here now
-      Thread.current[Sidekiq::FairTenant::HeldSlot::KEY] = held_jid
+      Thread.current[Sidekiq::FairTenant::Concurrency::HeldSlot::KEY] = held_jid
       hold(process, unit, carried)
     end
 
