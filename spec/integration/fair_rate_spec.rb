@@ -3,7 +3,7 @@
 require "spec_helper"
 require_relative "../support/sidekiq_process"
 require_relative "../support/fair_rate_app"
-require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/cli"
 
 # Rate caps inside a fair queue, on real `sidekiq` server processes: a tenant whose next job would start over
 # a window leaves the rotation until the instant it may, and comes back by itself; others are served meanwhile.

@@ -2,7 +2,7 @@
 
 require "spec_helper"
 require_relative "../support/capped_fair"
-require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/cli"
 
 # Why is this job still waiting? FairTenant.why on real pushes and a real FairFetch in this process.
 RSpec.describe "Sidekiq::FairTenant.why" do

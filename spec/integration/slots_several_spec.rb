@@ -2,7 +2,7 @@
 
 require "spec_helper"
 require "open3"
-require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/cli"
 
 # A job of several concurrency scopes on a plain queue (issue 32), its scripts through SlotCalls as the server
 # middleware sends them (acquire_all.lua, release_all.lua; no server process): all its slots at once or none, a

@@ -3,16 +3,14 @@
 require "json"
 require "optparse"
 require "sidekiq/fair_tenant"
-require "sidekiq/fair_tenant/cli/format"
-require "sidekiq/fair_tenant/cli/limits"
-require "sidekiq/fair_tenant/cli/rates"
-require "sidekiq/fair_tenant/cli/weights"
-require "sidekiq/fair_tenant/cli/why_text"
+require_relative "loader"
 
 module Sidekiq
   module FairTenant
     # The `sidekiq-fair_tenant` command. Exit status: 0 done, 1 Redis trouble, 2 bad usage.
     class CLI
+      Loader.register(self)
+
       include Limits
       include Rates
       include Weights
@@ -137,3 +135,5 @@ module Sidekiq
     end
   end
 end
+
+Sidekiq::FairTenant::Loader.eager_load(Sidekiq::FairTenant::CLI)

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "securerandom"
+require_relative "loader"
 
 module Sidekiq
   module FairTenant
@@ -8,6 +9,8 @@ module Sidekiq
     # FairQueues::Push on clients). The rule, its scripts and its keys are in the extension (Native::Fair); the scripts
     # run (ScriptRunner) on Sidekiq's own connections, so a job stays in the shard its client chose.
     module FairQueues
+      Loader.register(self)
+
       NAMES = Native::Names
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
       TOKEN_CAP = Native::Fair::TOKEN_CAP

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "securerandom"
+require_relative "loader"
 
 module Sidekiq
   module FairTenant
@@ -18,6 +19,8 @@ module Sidekiq
     #   rates.delete(tenant: "acme")                    # back to the class's windows
     #   rates.list                                      # => [{tenant: "acme", queue: nil, windows: [...]}, ...]
     class Rates
+      Loader.register(self)
+
       include Concurrency::OverrideScope
 
       INDEX_KEY = Native::Rate.overrides_index_key.freeze

@@ -2,9 +2,7 @@
 
 require "sidekiq/web"
 require "sidekiq/fair_tenant"
-require "sidekiq/fair_tenant/cli/why_text"
-require "sidekiq/fair_tenant/web/why_links"
-require "sidekiq/fair_tenant/web/heartbeat"
+require_relative "loader"
 
 module Sidekiq
   module FairTenant
@@ -17,6 +15,8 @@ module Sidekiq
     # each job row of Sidekiq's queue page links to (WhyLinks). Sidekiq 7's `HEAD /` counts a fair `default`'s
     # backlog (Heartbeat).
     module Web
+      Loader.register(self)
+
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
 
@@ -161,4 +161,5 @@ module Sidekiq
   end
 end
 
+Sidekiq::FairTenant::Loader.eager_load(Sidekiq::FairTenant::Web)
 Sidekiq::FairTenant::Web.install

@@ -1,7 +1,5 @@
 # frozen_string_literal: true
 
-require "sidekiq/fair_tenant/cli/rated"
-
 module Sidekiq
   module FairTenant
     class CLI

@@ -1,7 +1,6 @@
 # frozen_string_literal: true
 
 require "time"
-require "sidekiq/fair_tenant/cli/format"
 
 module Sidekiq
   module FairTenant

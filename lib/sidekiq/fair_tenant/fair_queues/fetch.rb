@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
 require "sidekiq/fetch"
+require_relative "../loader"
 
 module Sidekiq
   module FairTenant
@@ -21,6 +22,8 @@ module Sidekiq
       # that read it. Pending acknowledgements (Acks) and the in-flight ledger (InFlight) belong to the list:
       # every fetcher of the process into it shares them.
       class Fetch
+        Loader.register(self)
+
         extend Setup
 
         TIMEOUT = 2
