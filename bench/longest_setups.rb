@@ -76,7 +76,7 @@ module LongestSetups
   # A process that fetched `count` jobs of `queue` and died: its heartbeat never written, found gone by one
   # sweep and recovered by the next once Recovery::LAPSE seconds have passed (the suspicion's time moved back).
   def recover(queue, count)
-    recovery = Sidekiq::FairTenant::FairFetch::Recovery
+    recovery = Sidekiq::FairTenant::FairQueues::Recovery
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: [queue] }, "bench-dead:1:#{rand(1 << 30)}")
     count.times { fetch.retrieve_work }
     Sidekiq::FairTenant::Concurrency::Slots.stop

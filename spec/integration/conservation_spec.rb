@@ -24,11 +24,11 @@ RSpec.describe "Conservation of jobs in fair queues" do
     # A fetch that finds nothing blocks in BRPOP for TIMEOUT: a short one keeps the run fast.
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
     # A few jobs per recovery call, so that recoveries take several calls and can be cut between them.
-    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 2)
+    stub_const("Sidekiq::FairTenant::FairQueues::Recovery::ENTRIES", 2)
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
     Sidekiq::FairTenant::FairFetch::IdleLook::PACE.now!
   end
 
@@ -47,7 +47,7 @@ end
 # What the random run found, one case each (the semantics fair fetch promises).
 RSpec.describe "Conservation of jobs in fair queues, case by case" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
-  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:recovery) { Sidekiq::FairTenant::FairQueues::Recovery }
   let(:registry) { Sidekiq::FairTenant::Native::Fair.registry_key }
 
   before do

@@ -27,11 +27,11 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     Sidekiq::FairTenant.weights.set(0, tenant: "paused")
     # Sweeps only where the example calls them: the sweeper thread its fetcher starts would finish a clear the
     # example leaves half done.
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
@@ -280,7 +280,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
   end
 
   it "recovers a dead process's in-flight jobs in calls of 3 to the end, each job back once" do
-    recovery = Sidekiq::FairTenant::FairFetch::Recovery
+    recovery = Sidekiq::FairTenant::FairQueues::Recovery
     stub_const("#{recovery}::ENTRIES", 3)
     pushed = Array.new(10) { |i| FairJob.perform_async("t#{i % 3}", i) }
     dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap do

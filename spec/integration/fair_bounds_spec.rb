@@ -24,11 +24,11 @@ RSpec.describe "Fair calls bounded by work" do
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
     # Sweeps only where the example calls them: the sweeper thread its fetcher starts would finish a clear the
     # example leaves half done.
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
     Sidekiq::FairTenant::Concurrency::Slots.stop
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end

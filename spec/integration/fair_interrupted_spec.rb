@@ -9,13 +9,13 @@ require_relative "../support/fair_app"
 # being recovered at every instant (RELIABILITY.md's invariant).
 RSpec.describe "Fair queues: flows interrupted between their calls" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
-  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:recovery) { Sidekiq::FairTenant::FairQueues::Recovery }
   let(:names) { Sidekiq::FairTenant::Native::Fair }
   let(:runner) { Sidekiq::FairTenant::ScriptRunner }
 
   before do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
-    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 5) # 12 jobs: three recovery calls
+    stub_const("Sidekiq::FairTenant::FairQueues::Recovery::ENTRIES", 5) # 12 jobs: three recovery calls
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
     recovery::PACE.never!
   end
@@ -184,7 +184,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
   end
 
   it "recovers large jobs a few per call: no call carries much more than RECOVER_BYTES" do
-    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 50)
+    stub_const("Sidekiq::FairTenant::FairQueues::Recovery::ENTRIES", 50)
     big = "x" * 300_000
     8.times { |i| ConservedJob.perform_async("t#{i % 2}", i, big) }
     fetch = fetcher("dead:7:a")

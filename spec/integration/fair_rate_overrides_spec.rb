@@ -133,7 +133,7 @@ RSpec.describe "Runtime rate overrides" do
       Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[aaa fair] } # aaa's call first, then fair's
       cut_after(1)
       expect { rates.set([{ limit: 3, per: 3 }], tenant: "L", queue: "fair") }.to raise_error(/NOREPLICAS/)
-      RSpec::Mocks.space.proxy_for(Sidekiq::FairTenant::FairQueues).reset
+      RSpec::Mocks.space.proxy_for(Sidekiq::FairTenant::ScriptRunner).reset
       expect(rates.get(tenant: "L", queue: "fair")).to eq([{ limit: 3, per: 3.0 }]) # written, not applied
       expect(rated_tenants).to eq(["L"])
       expect(redis.hlen(rechecks)).to eq(1)
@@ -151,7 +151,7 @@ RSpec.describe "Runtime rate overrides" do
       cut_after(1)
       expect { rates.set("3/3", tenant: "L", queue: "fair") }.to raise_error(/NOREPLICAS/)
       expect { rates.set("4/3", tenant: "L", queue: "fair") }.to raise_error(/NOREPLICAS/) # marks it again
-      RSpec::Mocks.space.proxy_for(Sidekiq::FairTenant::FairQueues).reset
+      RSpec::Mocks.space.proxy_for(Sidekiq::FairTenant::ScriptRunner).reset
       stale = redis.hgetall(rechecks).to_a.first
       Sidekiq.redis { |conn| rates.send(:done, conn, [stale[0], "older"]) } # the first write's writer, at its end
       expect(redis.hgetall(rechecks)).to eq([stale].to_h)

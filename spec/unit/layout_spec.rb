@@ -3,9 +3,11 @@
 require "spec_helper"
 require "open3"
 require "rbconfig"
+require "ripper"
 
-# The Ruby layout (docs/ARCHITECTURE.md, "Ruby layout"): a folder of lib/sidekiq/fair_tenant/ is a namespace, and
-# each file defines the constant its path names and loads alone.
+# The Ruby layout (docs/ARCHITECTURE.md, "Ruby layout"): a folder of lib/sidekiq/fair_tenant/ is a namespace, each
+# file defines the constant its path names and loads alone, and no namespace names constants of one that names its
+# own (as ext/fair_tenant_rs/tests/layout.rs checks the Rust modules).
 RSpec.describe "the Ruby layout" do
   root = File.expand_path("../../lib/sidekiq/fair_tenant", __dir__)
   loader = Sidekiq::FairTenant::Loader
@@ -78,4 +80,125 @@ RSpec.describe "the Ruby layout" do
                                       root, *args)
     expect([out.strip, status.success?]).to eq(["", true]), err
   end
+
+  describe "constant circles" do
+    # The namespace a file belongs to: its folder's (fair_queues/fetch/serving.rb: FairQueues::Fetch; the folder's
+    # own file, fair_queues.rb, too), or for a file at the top without a folder its own constant (Config).
+    unit_of = lambda do |file|
+      path = expected[file]
+      folder = File.join(root, file.delete_suffix(".rb"))
+      File.directory?(folder) || path.size == 1 ? path.join("::") : path[0...-1].join("::")
+    end
+    units = files.to_h { |file| [file, unit_of.call(file)] }
+
+    it "has no namespace naming another that names it back (lib/sidekiq/fair_tenant.rb, the wiring, left out)" do
+      defined = self.class.defined_in(root)
+      edges = Hash.new { |h, k| h[k] = {} }
+      files.each do |file|
+        LayoutScan.references(File.join(root, file)).each do |line, target|
+          to = units[defined["Sidekiq::FairTenant::#{target}"]] or next
+          edges[units[file]][to] ||= "#{file}:#{line} names #{target}" unless to == units[file]
+        end
+      end
+      circles = LayoutScan.circles(edges)
+      expect(circles).to be_empty, "constant circles:\n#{circles.join("\n")}"
+    end
+  end
 end
+
+# rubocop:disable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity -- a small reader of Ruby tokens
+# Reads a file of the gem for the constants it names, resolved the way Ruby does: innermost `module`/`class` first
+# (the code is laid out by rubocop, so nesting follows indentation); aliases count as what they name.
+module LayoutScan
+  module_function
+
+  # [[line, "A::B"], ...]: each constant chain outside comments and strings, resolved under Sidekiq::FairTenant.
+  def references(path)
+    scopes = scopes(File.readlines(path))
+    chains(Ripper.lex(File.read(path))).filter_map do |line, absolute, names|
+      target = resolve(absolute ? [] : scopes[line - 1], names)
+      target && [line, target]
+    end
+  end
+
+  # For each line the nesting it is in, as the names below Sidekiq::FairTenant (["FairQueues", "Fetch"]).
+  def scopes(lines)
+    stack = []
+    lines.map do |text|
+      current = stack.map(&:last).join("::").split("::").drop(2)
+      if (open = text.match(/^(\s*)(?:module|class) ([A-Z][\w:]*)/)) && !text.include?("; end")
+        stack.push([open[1].size, open[2]])
+      elsif (close = text.match(/^(\s*)end\b/)) && stack.last&.first == close[1].size
+        stack.pop
+      end
+      current
+    end
+  end
+
+  # [line, absolute (::A or Sidekiq::FairTenant::A), names] of each chain A::B::C that is not a definition.
+  def chains(tokens)
+    found = []
+    tokens.each_with_index do |(pos, type, text), i|
+      next unless type == :on_const && !continues?(tokens, i)
+
+      names = [text]
+      j = i
+      names << tokens[j += 2][2] while tokens[j + 1]&.values_at(1, 2) == [:on_op, "::"] &&
+                                       tokens[j + 2]&.at(1) == :on_const
+      found << [pos[0], *absolute(tokens, i, names)] unless definition?(tokens, i)
+    end
+    found
+  end
+
+  def continues?(tokens, index)
+    index >= 2 && tokens[index - 1][1..2] == [:on_op, "::"] && %i[on_const on_ident].include?(tokens[index - 2][1])
+  end
+
+  def definition?(tokens, index)
+    before = tokens[0...index].reverse.find { |t| t[1] != :on_sp }
+    before && before[1] == :on_kw && %w[module class].include?(before[2])
+  end
+
+  def absolute(tokens, index, names)
+    return [true, names.drop(2)] if names.first(2) == %w[Sidekiq FairTenant]
+    return [true, names] if index.positive? && tokens[index - 1][1..2] == [:on_op, "::"]
+
+    [false, names]
+  end
+
+  # The constant `names` stands for, looked up from `scope` outward, by the name it was defined with (an alias
+  # as what it names); nil when it is not the gem's.
+  def resolve(scope, names)
+    gem = Sidekiq::FairTenant
+    owners = scope.size.downto(1).map { |n| gem.const_get(scope.first(n).join("::"), false) } << gem
+    owner = owners.find { |mod| mod.const_defined?(names[0], false) } or return nil
+    found = names.reduce(owner) do |mod, name|
+      return nil unless mod.is_a?(Module) && mod.const_defined?(name, false)
+
+      value = mod.const_get(name, false)
+      value.is_a?(Module) && value.name&.start_with?("Sidekiq::FairTenant::") ? value : "#{mod.name}::#{name}"
+    end
+    (found.is_a?(Module) ? found.name : found).delete_prefix("Sidekiq::FairTenant::")
+  end
+
+  # Each circle of `edges` (namespace => {namespace it names => where}), as "A -> B -> A" with where each is named.
+  def circles(edges)
+    found = edges.keys.sort.filter_map do |start|
+      path = cycle_from(edges, start, start, [start])
+      path && path.each_cons(2).map { |a, b| "#{a} -> #{b} (#{edges[a][b]})" }.join("; ")
+    end
+    found.uniq { |circle| circle.scan(/(\S+) ->/).flatten.sort }
+  end
+
+  def cycle_from(edges, start, node, path, seen = {})
+    edges[node].keys.sort.each do |succ|
+      return path + [succ] if succ == start
+      next if seen[succ]
+
+      seen[succ] = true
+      found = cycle_from(edges, start, succ, path + [succ], seen) and return found
+    end
+    nil
+  end
+end
+# rubocop:enable Metrics/CyclomaticComplexity, Metrics/PerceivedComplexity

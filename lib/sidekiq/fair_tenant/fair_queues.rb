@@ -21,6 +21,14 @@ module Sidekiq
 
       module_function
 
+      # Seconds within which an in-flight job that no thread of its live process runs goes back (see `why`). The
+      # fetch's audit tells it (`Fetch::Audit.within`) when it loads, so that the API here names no part of the fetch.
+      def back_within = @back_within&.call
+
+      def back_within_from(&block)
+        @back_within = block
+      end
+
       def names
         FairTenant.config.fair_queues
       end
@@ -110,13 +118,13 @@ module Sidekiq
         triples = jobs.map { |job| adoption(queue, job, killed) }
         moved = ScriptRunner.run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY, "dead"],
                                  [base(queue), queue, TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
-        Fetch::Dead.written(killed, queue_of: queue) if moved.to_i.positive?
+        Dead.written(killed, queue_of: queue) if moved.to_i.positive?
         moved
       end
 
       # [tenant, job as read, job as stored ("": to the dead set)].
       def adoption(queue, job, killed)
-        payload = Fetch::Dead.job(job)
+        payload = Dead.job(job)
         unless payload
           killed << [nil, job, NotAJob.new("not a job (a JSON object) in queue #{queue}")]
           return [SHARED_TENANT, job, ""]

@@ -76,7 +76,7 @@ module Sidekiq
       end
 
       def apply(conn, args, pending, write:)
-        queues = (conn.call("SMEMBERS", "queues") | FairQueues.names).sort
+        queues = (conn.call("SMEMBERS", "queues") | FairTenant.config.fair_queues).sort
         (queues.empty? ? [""] : queues).each_with_index.sum do |queue, i|
           recheck(conn, args, pending, queue, first: write && i.zero?)
         end

@@ -105,7 +105,7 @@ module Conservation
 
     # Recovery sweeps and idle looks happen when the steps say, not on the wall clock.
     def timers_off
-      Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+      Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
       Sidekiq::FairTenant::FairFetch::IdleLook::PACE.never!
     end
 

@@ -6,7 +6,7 @@ require "English"
 
 module Conservation
   # Steps of a Run on jobs, each on the real objects: Sidekiq's client, FairFetch instances and their units
-  # FairFetch::Recovery, the weights and limits APIs, FairQueues.drain. Each returns a line for the history.
+  # FairQueues::Recovery, the weights and limits APIs, FairQueues.drain. Each returns a line for the history.
   module Steps
     TEXTS = ["plain", "héllo wörld", "日本語のテキスト", "emoji 🎉🧪", "quote \" back \\ slash /", "sep \u2028 \u2029",
              "tab\tnl\n", "ünïcødé ✓"].freeze

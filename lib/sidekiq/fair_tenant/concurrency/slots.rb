@@ -21,6 +21,7 @@ module Sidekiq
         @thread = nil
         @pid = nil
         @stopping = false
+        @on_beat = []
 
         class << self
           # Recorded before the heartbeat is (re)started, so a heartbeat ending because nothing was held sees it.
@@ -79,13 +80,19 @@ module Sidekiq
             thread&.join(1)
           end
 
-          # One heartbeat: renew the leases due, sweep when due, and tell fair-queue recovery this process lives.
-          # Public for specs and `bin/bench`.
+          # One heartbeat: renew the leases due, sweep when due, and call what rides on the heartbeat (on_beat:
+          # fair-queue recovery's Liveness, this process lives). Public for specs and `bin/bench`.
           def beat(now = Interval.now)
             LostReplies.give_back
             renew if RENEW.due?(now, every: renew_every)
             sweep if SWEEP.due?(now, every: FairTenant.config.sweep_interval)
-            FairQueues::Fetch::Liveness.beat(now)
+            @on_beat.each { |callback| callback.call(now) }
+          end
+
+          # Calls the block with the time of every beat, on the heartbeat thread. Features above concurrency
+          # register here (FairQueues::Liveness), so that this heartbeat names none of them.
+          def on_beat(&block)
+            @on_beat << block
           end
 
           private

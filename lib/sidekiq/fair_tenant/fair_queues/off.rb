@@ -33,15 +33,15 @@ module Sidekiq
         # Returns {recovered:, processes:, moved:}.
         def run(conn, queue, on_wait: nil)
           recovered = processes = 0
-          free_by = Interval.now + Fetch::Recovery::INTERVAL + 1
+          free_by = Interval.now + Recovery::INTERVAL + 1
           3.times do
             result = sweep_when_free(conn, free_by) or next
             recovered += result[:recovered]
             processes += result[:processes]
             break if result[:suspected].zero?
 
-            on_wait&.call(result[:suspected], Fetch::Recovery::LAPSE)
-            sleep(Fetch::Recovery::LAPSE)
+            on_wait&.call(result[:suspected], Recovery::LAPSE)
+            sleep(Recovery::LAPSE)
           end
           { recovered: recovered, processes: processes, moved: FairQueues.drain(conn, queue) }
         end
@@ -50,7 +50,7 @@ module Sidekiq
         # lock expires after Recovery::INTERVAL), until `free_by`. nil when it never came free.
         def sweep_when_free(conn, free_by)
           loop do
-            result = Fetch::Recovery.sweep(conn)
+            result = Recovery.sweep(conn)
             return result if result || Interval.now > free_by
 
             sleep(1)

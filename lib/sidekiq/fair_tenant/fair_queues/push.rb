@@ -57,7 +57,7 @@ module Sidekiq
         # [tenant, the job as JSON]: its enqueue time set, and the fields the scripts read first.
         def fair_job(payload, now)
           payload["enqueued_at"] = now
-          payload.delete(Fetch::Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
+          payload.delete(Interruptions::COUNT) # a push (a retry, by hand or not) starts the count again
           view = JobView.take(payload) # the middleware's, if it looked at this job: one tenant lookup per push
           FairQueues.carry_slot(payload, view)
           [FairQueues.tenant(payload, view), Sidekiq.dump_json(JobBytes.head_first(payload))]

@@ -145,8 +145,8 @@ module Sidekiq
         # queue => tenant => jobs in flight, from every in-flight list (processes registered or being recovered).
         def in_flight(conn)
           counts = Hash.new { |h, k| h[k] = Hash.new(0) }
-          Fetch::Recovery.owners(conn).each do |identity|
-            Fetch::InFlightKeys.fields(conn, Native::Fair.inflight_key(identity)).each do |field|
+          Recovery.owners(conn).each do |identity|
+            InFlightKeys.fields(conn, Native::Fair.inflight_key(identity)).each do |field|
               queue, tenant, = Native::Fair.decode_entry(field)
               counts[queue][tenant] += 1 if queue
             end

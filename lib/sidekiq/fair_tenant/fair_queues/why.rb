@@ -52,8 +52,8 @@ module Sidekiq
         def quoted(jid) = "\"jid\":#{JSON.generate(jid)}"
 
         def running(conn, jid)
-          Fetch::Recovery.owners(conn).each do |identity|
-            Fetch::InFlightKeys.each_job(conn, Native::Fair.inflight_key(identity)) do |field, job|
+          Recovery.owners(conn).each do |identity|
+            InFlightKeys.each_job(conn, Native::Fair.inflight_key(identity)) do |field, job|
               next unless job.include?(quoted(jid))
 
               return in_flight(conn, jid, identity, field)
@@ -66,7 +66,7 @@ module Sidekiq
           queue, tenant, = Native::Fair.decode_entry(entry)
           alive = conn.call("EXISTS", identity).to_i == 1
           { jid: jid, state: :running, queue: queue, tenant: tenant, process: identity, alive: alive,
-            back_within: alive ? Fetch::Audit.within : nil }
+            back_within: alive ? FairQueues.back_within : nil }
         end
 
         def waiting(conn, jid)

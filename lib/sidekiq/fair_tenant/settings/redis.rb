@@ -42,7 +42,7 @@ module Sidekiq
           own_sentinels = !settings[:sentinels].nil?
           sidekiq.each do |key, value|
             if TLS_KEYS.include?(key)
-              settings[key] = value if Config::DEFAULTS[key] == settings[key]
+              settings[key] = value if self.class::DEFAULTS[key] == settings[key] # Config's
             elsif !own_sentinels
               settings[key] = value
             end

@@ -94,6 +94,8 @@ module Sidekiq
               end
             end
           end
+
+          FairQueues.back_within_from { within }
         end
       end
     end
