@@ -96,7 +96,7 @@ module FairBench
   # fetch, riding with it); Redis work per job, and the share of jobs that were big's.
   def concurrent_fetch_cost(name, threads, count)
     fetch = Sidekiq::FairTenant::FairFetch.new(queues: [name])
-    Sidekiq::FairTenant::Slots.stop # its heartbeat's commands are not per job
+    Sidekiq::FairTenant::Concurrency::Slots.stop # its heartbeat's commands are not per job
     units = Array.new(threads) { fetch.retrieve_work }
     big = 0
     cost = measure(count) do

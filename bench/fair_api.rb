@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
-# What Sidekiq's API and Web UI cost on a large fair backlog (FairVisibility, FairBacklog): server time per
-# script call (INFO commandstats) and wall time per operation, on a private redis-server.
+# What Sidekiq's API and Web UI cost on a large fair backlog (FairQueues::Visibility, FairQueues::Backlog): server time
+# per script call (INFO commandstats) and wall time per operation, on a private redis-server.
 #
 #   bundle exec ruby bench/fair_api.rb                     # 100,000 jobs over 1,000 tenants
 #   FAIR_API_JOBS=1000000 FAIR_API_TENANTS=10000 bundle exec ruby bench/fair_api.rb

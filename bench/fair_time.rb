@@ -82,7 +82,7 @@ if $PROGRAM_NAME == __FILE__
   begin
     FairTimeBench.print(FairTimeBench.run)
   ensure
-    Sidekiq::FairTenant::Slots.stop if defined?(Sidekiq::FairTenant::Slots)
+    Sidekiq::FairTenant::Concurrency::Slots.stop if defined?(Sidekiq::FairTenant::Concurrency::Slots)
     server.stop
   end
 end

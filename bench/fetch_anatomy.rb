@@ -80,7 +80,9 @@ module FetchAnatomy
 
   def fetcher(queue)
     if queue == "anatomy_fair"
-      Sidekiq::FairTenant::FairFetch.new({ queues: [queue] }, IDENTITY).tap { Sidekiq::FairTenant::Slots.stop }
+      Sidekiq::FairTenant::FairFetch.new({ queues: [queue] }, IDENTITY).tap do
+        Sidekiq::FairTenant::Concurrency::Slots.stop
+      end
     elsif Sidekiq::VERSION.to_i >= 7
       Sidekiq::BasicFetch.new(Sidekiq.default_configuration.default_capsule.tap { |c| c.queues = [queue] })
     else

@@ -25,8 +25,8 @@ end
 # Helpers of the fleet housekeeping benchmark.
 module FleetHousekeeping
   FLEETS = [10, 500].freeze
-  Recovery = Sidekiq::FairTenant::FairFetch::Recovery
-  Liveness = Sidekiq::FairTenant::FairFetch::Liveness
+  Recovery = Sidekiq::FairTenant::FairQueues::Recovery
+  Liveness = Sidekiq::FairTenant::FairQueues::Liveness
   Sweeper = Sidekiq::FairTenant::FairFetch::Sweeper
 
   module_function

@@ -54,7 +54,7 @@ module LongestBench
     FairBench.fill(QUEUE, TENANTS, JOBS)
     Sidekiq.redis { |conn| Runner.run(conn, "clear", [], [FairQueues.base(QUEUE), QUEUE, 1, "begin", "cut"]) }
     results.merge("a clear cut short, finished by a sweep" =>
-                    longest { Sidekiq.redis { |conn| Sidekiq::FairTenant::FairClears.finish(conn) } })
+                    longest { Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues::Clears.finish(conn) } })
   ensure
     redis.flushdb
   end
@@ -75,9 +75,9 @@ module LongestBench
   def sweep
     redis.flushdb
     LongestSetups.expired_scopes(SCOPES)
-    tags = Sidekiq::FairTenant::SlotCalls::TAGS_KEY
+    tags = Sidekiq::FairTenant::Concurrency::SlotCalls::TAGS_KEY
     { "slot sweep (#{SCOPES} scopes, expired)" => longest do
-      Sidekiq::FairTenant::SlotCalls.sweep(1_000) while redis.scard(tags).positive?
+      Sidekiq::FairTenant::Concurrency::SlotCalls.sweep(1_000) while redis.scard(tags).positive?
     end }
   ensure
     redis.flushdb

@@ -52,7 +52,7 @@ module BoundsBench
     job = { "class" => "BenchFairJob", "queue" => QUEUE, "args" => [index, pad].compact, "jid" => "j#{index}",
             "enqueued_at" => Time.now.to_f, "fair_tenant" => tenant }
     job[Names::SLOT_FIELD] = slot if slot
-    [tenant, JSON.generate(Sidekiq::FairTenant::JobBytes.head_first(job))]
+    [tenant, JSON.generate(Sidekiq::FairTenant::FairQueues::JobBytes.head_first(job))]
   end
 
   def push(pairs, slice = 100)
@@ -88,7 +88,7 @@ module BoundsBench
     results["requeue the slot holder's job (#{HELD} held on its scope)"] =
       LongestBench.longest { fetch.finish("requeue", [served.entry]) }
     results["delete a held tenant's oldest job (unwait)"] =
-      LongestBench.longest { Sidekiq::FairTenant::FairBacklog.delete(QUEUE, other_job, other) }
+      LongestBench.longest { Sidekiq::FairTenant::FairQueues::Backlog.delete(QUEUE, other_job, other) }
     results["fetch + ack 100 (each wakes one)"] = LongestBench.longest { fetch_ack(fetch, 100) }
     results["Queue#size, #latency (held)"] =
       LongestBench.longest { Sidekiq::Queue.new(QUEUE).then { |q| [q.size, q.latency] } }
@@ -98,7 +98,7 @@ module BoundsBench
         command: "index #{memory(index_key)} B, waiting set #{memory(waiting_key)} B" }
     results
   ensure
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
   end
 
   def waiting_key = "#{Names::SLOTS_PREFIX}#{SHARED[0].size}:#{SHARED[0]}:#{SHARED[1]}#{Names::WAITING}"
@@ -129,13 +129,13 @@ module BoundsBench
       LongestBench.longest { LongestSetups.recover(QUEUE, [BIG, 50].min) }
     victim = redis.lindex("#{FairQueues.base(QUEUE)}#{Names::TENANT_LIST}t3", -1)
     results["delete a job (big)"] = LongestBench.longest do
-      Sidekiq::FairTenant::FairBacklog.delete(QUEUE, victim, "t3")
+      Sidekiq::FairTenant::FairQueues::Backlog.delete(QUEUE, victim, "t3")
     end
     results["fair-off drain (big)"] =
       LongestBench.longest { Sidekiq.redis { |conn| FairQueues.drain(conn, QUEUE) } }
     results.merge(BoundsMore.adopt(pad), BoundsMore.big_held(pad))
   ensure
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
   end
 
   def print(title, results)
@@ -195,7 +195,7 @@ module BoundsMore
     rows.merge("clear, 99 tenants held with a 1 MB head job" =>
       LongestBench.longest { Sidekiq.redis { |conn| FairQueues.clear(conn, QUEUE) } })
   ensure
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
   end
 end
 

@@ -18,7 +18,9 @@ module LongestSetups
         -> { stats.queue(queue, offset: tenants / 2, limit: 1_000, capped_limit: 1_000) },
       "Queue#size, #latency" => -> { Sidekiq::Queue.new(queue).then { |q| [q.size, q.latency] } },
       "Queue#each, the first 10,000 jobs" => -> { Sidekiq::Queue.new(queue).first(10_000) },
-      "Web queue page 4,000 (25 a page)" => -> { Sidekiq::FairTenant::FairBacklog.page(queue, 4_000, 25, false) } }
+      "Web queue page 4,000 (25 a page)" => lambda {
+        Sidekiq::FairTenant::FairQueues::Backlog.page(queue, 4_000, 25, false)
+      } }
   end
 
   def writes(queue, tenants, in_flight)
@@ -44,14 +46,14 @@ module LongestSetups
   def delete(queue, owner, tenant)
     base = Sidekiq::FairTenant::FairQueues.base(queue)
     job = redis.lindex("#{base}#{Sidekiq::FairTenant::Native::Names::TENANT_LIST}#{owner}", -1)
-    Sidekiq::FairTenant::FairBacklog.delete(queue, job, tenant)
+    Sidekiq::FairTenant::FairQueues::Backlog.delete(queue, job, tenant)
   end
 
   # A new tenant's only job pushed, then deleted: its place among every tenant's in the rotation is searched.
   def delete_only(queue)
     job = format('{"class":"BenchFairJob","queue":"%s","args":[0],"jid":"solo"}', queue)
     Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues.push(conn, queue, [["solo", job]]) }
-    Sidekiq::FairTenant::FairBacklog.delete(queue, job, "solo")
+    Sidekiq::FairTenant::FairQueues::Backlog.delete(queue, job, "solo")
   end
 
   def fetch_and_ack(queue, count)
@@ -59,7 +61,7 @@ module LongestSetups
     count.times { fetch.retrieve_work&.acknowledge }
     fetch.flush_acks
   ensure
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
   end
 
   def adopt(queue, tenants, count)
@@ -74,10 +76,10 @@ module LongestSetups
   # A process that fetched `count` jobs of `queue` and died: its heartbeat never written, found gone by one
   # sweep and recovered by the next once Recovery::LAPSE seconds have passed (the suspicion's time moved back).
   def recover(queue, count)
-    recovery = Sidekiq::FairTenant::FairFetch::Recovery
+    recovery = Sidekiq::FairTenant::FairQueues::Recovery
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: [queue] }, "bench-dead:1:#{rand(1 << 30)}")
     count.times { fetch.retrieve_work }
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
     Sidekiq.redis do |conn|
       recovery.sweep(conn)
       redis.hgetall(recovery::SUSPECTS).each { |id, since| redis.hset(recovery::SUSPECTS, id, since.to_f - 3600) }
@@ -93,7 +95,7 @@ module LongestSetups
       %w[a b].each do |run| # a holds the slot, b is parked
         job = { "class" => "BenchFairJob", "queue" => "bench_slots", "args" => [i], "jid" => "#{run}#{i}" }
         scope = slot.new("#{names::TENANT_TAG}s#{i}", "#{names::QUEUE_SUB}bench_slots", job["jid"], 1, 1, run)
-        Sidekiq::FairTenant::SlotCalls.acquire(scope, JSON.generate(job), Time.now.to_f)
+        Sidekiq::FairTenant::Concurrency::SlotCalls.acquire(scope, JSON.generate(job), Time.now.to_f)
       end
     end
     sleep 0.01

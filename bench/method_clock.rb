@@ -49,7 +49,7 @@ MethodClock.wrap(fetch, :retrieve_work, "05   FairFetch#retrieve_work")
 MethodClock.wrap(fetch::Batch, :take, "06     Batch#take (waits included)")
 MethodClock.wrap(fetch::Serving, :fetch_once, "07       Serving#fetch_once (one call, for every thread served)")
 MethodClock.wrap(Sidekiq::FairTenant::ScriptRunner.singleton_class, :fcall, "08         ScriptRunner.fcall")
-MethodClock.wrap(fetch::FetchReply.singleton_class, :read, "09         FetchReply.read")
+MethodClock.wrap(fetch::Reply.singleton_class, :read, "09         Reply.read")
 MethodClock.wrap(fetch::FairUnit, :acknowledge, "10   FairUnit#acknowledge")
 
 Sidekiq.configure_server do |config|

@@ -17,18 +17,18 @@ module PlainScopeCostBench
       [count, cost(ScopeCostBench.classes.fetch(count))]
     end
   ensure
-    Sidekiq::FairTenant::Releases.reset!
+    Sidekiq::FairTenant::Concurrency::Releases.reset!
   end
 
   def cost(klass)
-    Sidekiq::FairTenant::Releases.reset!
+    Sidekiq::FairTenant::Concurrency::Releases.reset!
     jobs = Array.new(ScopeCostBench::FETCHES + 1) { |i| job(klass, i) }
     perform(klass, jobs.shift)
     before = ScopeCostBench.stats
     jobs.each { |job| perform(klass, job) }
-    Sidekiq::FairTenant::Releases.flush # the last job's kept release
+    Sidekiq::FairTenant::Concurrency::Releases.flush # the last job's kept release
     after = ScopeCostBench.stats
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
     per_job(before, after)
   end
 

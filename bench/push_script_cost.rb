@@ -43,7 +43,7 @@ functions = VARIANTS.each_with_index.to_h do |(label, patch), index|
   redis.call("FUNCTION", "LOAD", "REPLACE", library)
   [label, FUNCTION.sub(LIBRARY_NAME, "variant#{index}")]
 end
-PUSH = Sidekiq::FairTenant::PushCalls
+PUSH = Sidekiq::FairTenant::FairQueues::PushCalls
 args = ->(i) { [2, *PUSH::KEYS, *PUSH.build("bench_fair", [[TENANTS[i % 50], job]]).first] } # a client's: short
 BASE = FQ.base("bench_fair")
 long_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, "", "", TENANTS[i % 50], job] }

@@ -55,7 +55,7 @@ module RedisPaths
       rust: ->(i) { Sidekiq::FairTenant.native.noop_eval("bench:noop:#{i % 50}") }
     },
     "slot release" => {
-      sidekiq: ->(i) { Sidekiq::FairTenant::SlotCalls.release(slot(i)) }, # the server middleware's release
+      sidekiq: ->(i) { Sidekiq::FairTenant::Concurrency::SlotCalls.release(slot(i)) }, # the server middleware's release
       rust: ->(i) { slots.release(*SCOPES[i % SCOPES.size], "j#{i}", LEASE_MS, LIMIT) }
     }
   }.freeze

@@ -96,7 +96,7 @@ module ScopeCostBench
   def cost
     fetch = Sidekiq::FairTenant::FairFetch.new(queues: [QUEUE])
     fetch.retrieve_work.acknowledge
-    Sidekiq::FairTenant::Slots.stop # its heartbeat's commands are not per job
+    Sidekiq::FairTenant::Concurrency::Slots.stop # its heartbeat's commands are not per job
     before = stats
     FETCHES.times { fetch.retrieve_work.acknowledge }
     after = stats
@@ -134,7 +134,7 @@ if $PROGRAM_NAME == __FILE__
     require_relative "plain_scope_cost"
     PlainScopeCostBench.print(PlainScopeCostBench.run)
   ensure
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::Concurrency::Slots.stop
     server.stop
   end
 end

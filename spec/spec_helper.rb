@@ -60,7 +60,7 @@ module SpecHelpers
     url = ENV.delete("REDIS_URL")
     config = SIDEKIQ7 ? Sidekiq.default_configuration : nil
     saved = config && %i[@redis_config @redis].to_h { |ivar| [ivar, config.instance_variable_get(ivar)] }
-    given = Sidekiq::FairTenant::SidekiqRedisGiven.given
+    given = Sidekiq::FairTenant::Settings::SidekiqRedisGiven.given
     Sidekiq.configure_client { |c| c.redis = options }
     config&.instance_variable_set(:@redis, nil) # 7.x builds its pool once: from these settings, as 6.x does
     Sidekiq::FairTenant.reset_native!
@@ -72,7 +72,7 @@ module SpecHelpers
     else
       Sidekiq.configure_client { |c| c.redis = { url: url } }
     end
-    Sidekiq::FairTenant::SidekiqRedisGiven.given = given
+    Sidekiq::FairTenant::Settings::SidekiqRedisGiven.given = given
     Sidekiq::FairTenant.reset_native!
   end
 
@@ -157,12 +157,13 @@ RSpec.configure do |config|
     # the next example's own assertions. A client it built meanwhile may come from the settings the
     # previous example had changed and restored (building one takes most of a second under GC.stress):
     # dropped with it.
-    heartbeat = Sidekiq::FairTenant::Slots.started?
-    Sidekiq::FairTenant::Slots.stop
+    heartbeat = Sidekiq::FairTenant::Concurrency::Slots.started?
+    Sidekiq::FairTenant::Concurrency::Slots.stop
     Sidekiq::FairTenant::FairFetch::Sweeper.stop # an in-process fetcher's recovery sweeps, likewise
     Sidekiq::FairTenant::FairFetch::Audit::PACE.never! # and its audit of its own in-flight list: examples call it
     Sidekiq::FairTenant.reset_native! if heartbeat
-    Sidekiq::FairTenant::Releases.reset! # slots kept for a thread's next acquire, and an in-process :quiet's stop
+    # slots kept for a thread's next acquire, and an in-process :quiet's stop
+    Sidekiq::FairTenant::Concurrency::Releases.reset!
     redis.flushdb
     Sidekiq::FairTenant.warnings.reset
   end

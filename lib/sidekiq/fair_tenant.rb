@@ -3,75 +3,7 @@
 require "sidekiq"
 require "uri"
 
-require_relative "fair_tenant/version"
-require_relative "fair_tenant/errors"
-require_relative "fair_tenant/native_loader"
-require_relative "fair_tenant/interval"
-require_relative "fair_tenant/printable"
-require_relative "fair_tenant/rate_limited_log"
-require_relative "fair_tenant/script_runner"
-require_relative "fair_tenant/sidekiq_redis"
-require_relative "fair_tenant/settings/redis_settings"
-require_relative "fair_tenant/settings/tls_settings"
-require_relative "fair_tenant/settings/sentinel_settings"
-require_relative "fair_tenant/fair_queues/job_bytes"
-require_relative "fair_tenant/fair_queues/fair_settings"
-require_relative "fair_tenant/fair_queues/fair_queues"
-require_relative "fair_tenant/fair_queues/push_calls"
-require_relative "fair_tenant/config"
-require_relative "fair_tenant/settings/sidekiq_redis_given"
-require_relative "fair_tenant/settings/sidekiq_redis_settings"
-require_relative "fair_tenant/option_cache"
-require_relative "fair_tenant/job_info"
-require_relative "fair_tenant/job_view"
-require_relative "fair_tenant/routing/client_middleware"
-require_relative "fair_tenant/concurrency/slot_scope"
-require_relative "fair_tenant/concurrency/rate_scope"
-require_relative "fair_tenant/concurrency/held_slot"
-require_relative "fair_tenant/concurrency/slot_calls"
-require_relative "fair_tenant/concurrency/releases"
-require_relative "fair_tenant/concurrency/server_middleware"
-require_relative "fair_tenant/concurrency/lost_replies"
-require_relative "fair_tenant/concurrency/slots"
-require_relative "fair_tenant/concurrency/override_scope"
-require_relative "fair_tenant/concurrency/limits"
-require_relative "fair_tenant/routing/options_validation"
-require_relative "fair_tenant/instrumentation"
-require_relative "fair_tenant/job_classes"
-require_relative "fair_tenant/routing/stats"
-require_relative "fair_tenant/settings/server_check"
-require_relative "fair_tenant/routing/queue_config"
-require_relative "fair_tenant/fair_queues/fair_rules_check"
-require_relative "fair_tenant/fair_queues/fair_push"
-require_relative "fair_tenant/fair_queues/fair_fetch/setup"
-require_relative "fair_tenant/fair_queues/fair_fetch/fair_unit"
-require_relative "fair_tenant/fair_queues/fair_fetch/plain_unit"
-require_relative "fair_tenant/fair_queues/fair_fetch/batch"
-require_relative "fair_tenant/fair_queues/fair_fetch/fetch_reply"
-require_relative "fair_tenant/fair_queues/fair_fetch/serving"
-require_relative "fair_tenant/fair_queues/fair_fetch/interruptions"
-require_relative "fair_tenant/fair_queues/fair_fetch/recovery_batch"
-require_relative "fair_tenant/fair_queues/fair_fetch/in_flight_keys"
-require_relative "fair_tenant/fair_queues/fair_fetch/format_check"
-require_relative "fair_tenant/fair_queues/fair_fetch/recovery"
-require_relative "fair_tenant/fair_queues/fair_fetch/liveness"
-require_relative "fair_tenant/fair_queues/fair_fetch/sweeper"
-require_relative "fair_tenant/fair_queues/fair_fetch/in_flight"
-require_relative "fair_tenant/fair_queues/fair_fetch/audit"
-require_relative "fair_tenant/fair_queues/fair_fetch/idle_look"
-require_relative "fair_tenant/fair_queues/fair_fetch/thread_states"
-require_relative "fair_tenant/fair_queues/fair_fetch/acks"
-require_relative "fair_tenant/fair_queues/fair_fetch/finish"
-require_relative "fair_tenant/fair_queues/fair_fetch/dead"
-require_relative "fair_tenant/fair_queues/fair_off"
-require_relative "fair_tenant/fair_queues/fair_clears"
-require_relative "fair_tenant/fair_queues/fair_fetch"
-require_relative "fair_tenant/fair_queues/fair_backlog"
-require_relative "fair_tenant/fair_queues/fair_visibility"
-require_relative "fair_tenant/fair_queues/weights"
-require_relative "fair_tenant/fair_queues/rates"
-require_relative "fair_tenant/fair_queues/fair_stats"
-require_relative "fair_tenant/fair_queues/fair_why"
+require_relative "fair_tenant/loader"
 
 module Sidekiq
   # Keeps one greedy tenant of a multi-tenant Sidekiq application from starving the others.
@@ -155,24 +87,24 @@ module Sidekiq
         native.ping
       end
 
-      # Runtime concurrency limits (see Limits).
+      # Runtime concurrency limits (see Concurrency::Limits).
       def limits
-        @limits ||= Limits.new
+        @limits ||= Concurrency::Limits.new
       end
 
-      # What fair queues hold right now (see FairStats).
+      # What fair queues hold right now (see FairQueues::Stats).
       def fair_stats
-        @fair_stats ||= FairStats.new
+        @fair_stats ||= FairQueues::Stats.new
       end
 
-      # Where a job stands and what holds it, by its jid (see FairWhy).
+      # Where a job stands and what holds it, by its jid (see FairQueues::Why).
       def why(jid)
-        FairWhy.new.call(jid)
+        FairQueues::Why.new.call(jid)
       end
 
-      # Runtime weights of tenants in fair queues (see Weights).
+      # Runtime weights of tenants in fair queues (see FairQueues::Weights).
       def weights
-        @weights ||= Weights.new
+        @weights ||= FairQueues::Weights.new
       end
 
       # Runtime rate overrides of `fair_tenant_rate` (see Rates).
@@ -180,14 +112,14 @@ module Sidekiq
         @rates ||= Rates.new
       end
 
-      # Tenants, counts and concurrency scopes (see Stats).
+      # Tenants, counts and concurrency scopes (see Routing::Stats).
       def stats
-        @stats ||= Stats.new
+        @stats ||= Routing::Stats.new
       end
 
       def register_client_middleware(config)
         config.client_middleware do |chain|
-          chain.add ClientMiddleware unless chain.exists?(ClientMiddleware)
+          chain.add Routing::ClientMiddleware unless chain.exists?(Routing::ClientMiddleware)
         end
       end
 
@@ -196,32 +128,41 @@ module Sidekiq
       def register_server_middleware(config)
         register_client_middleware(config)
         config.server_middleware do |chain|
-          chain.add ServerMiddleware unless chain.exists?(ServerMiddleware)
+          chain.add Concurrency::ServerMiddleware unless chain.exists?(Concurrency::ServerMiddleware)
         end
         config.on(:startup) do
-          ServerCheck.verify_at_boot(config)
-          FairFetch.install(config) if FairQueues.any?
-          QueueConfig.warn_at_boot(config)
-          FairRulesCheck.warn_at_boot
-          Slots.start
+          Settings::ServerCheck.verify_at_boot(config)
+          FairQueues::Fetch.install(config) if FairQueues.any?
+          Routing::QueueConfig.warn_at_boot(config)
+          FairQueues::RulesCheck.warn_at_boot
+          Concurrency::Slots.start
         end
         config.on(:quiet) do
-          FairFetch::Sweeper.stop
-          Releases.flush # no next job: slots kept for a thread's next acquire go back now, and from now on at once
+          FairQueues::Fetch::Sweeper.stop
+          # no next job: slots kept for a thread's next acquire go back now, and from now on at once
+          Concurrency::Releases.flush
         end
         config.on(:shutdown) do
-          FairFetch::Sweeper.stop
-          Releases.flush
-          Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
+          FairQueues::Fetch::Sweeper.stop
+          Concurrency::Releases.flush
+          Concurrency::Slots.stop_when_idle # leases of running jobs live through Sidekiq's shutdown timeout
         end
       end
     end
 
-    OptionsValidation.install
-    ::Sidekiq::Client.prepend(FairPush)
-    FairVisibility.install
+    # Public names: the classes users name in their Sidekiq config (middleware chains, `fetch_class`) and the
+    # docs show, kept as aliases of the classes in their folders' namespaces (spec/unit/layout_spec.rb).
+    ClientMiddleware = Routing::ClientMiddleware
+    ServerMiddleware = Concurrency::ServerMiddleware
+    FairFetch = FairQueues::Fetch
+
+    Routing::OptionsValidation.install
+    ::Sidekiq::Client.prepend(FairQueues::Push)
+    FairQueues::Visibility.install
   end
 end
+
+Sidekiq::FairTenant::Loader.eager_load
 
 Sidekiq.configure_client { |config| Sidekiq::FairTenant.register_client_middleware(config) }
 Sidekiq.configure_server { |config| Sidekiq::FairTenant.register_server_middleware(config) }

@@ -124,8 +124,9 @@ RSpec.describe "ActiveJob on the Sidekiq adapter" do
 
     job = JSON.parse(redis.lrange("#{Sidekiq::FairTenant::FairQueues.base("fair_aj")}t:shop-a", 0, 0).first)
     slots = Sidekiq::FairTenant::Native::Slots
-    expect(job[Sidekiq::FairTenant::SlotScope::FIELD].first(3)).to eq([*slots.tenant_scope("shop-a", "fair_aj"), 2])
-    expect(job[Sidekiq::FairTenant::SlotScope::MORE_FIELD].map { |s| s.first(3) })
+    scope = Sidekiq::FairTenant::Concurrency::SlotScope
+    expect(job[scope::FIELD].first(3)).to eq([*slots.tenant_scope("shop-a", "fair_aj"), 2])
+    expect(job[scope::MORE_FIELD].map { |s| s.first(3) })
       .to eq([[*slots.key_scope("partner-api"), 3]])
   ensure
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }

@@ -81,7 +81,7 @@ RSpec.describe "sidekiq-fair_tenant command with hostile job data" do
   # which Ruby 3.3's JSON takes; binary ones it refused).
   it "shows a hostile rate-capped tenant escaped" do
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "printable:1:a").tap do
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
     3.times { |i| SlowRateJob.perform_async(HostileNames::BIDI, i, 0) }
     Array.new(3) { fetch.retrieve_work&.tap(&:acknowledge) }

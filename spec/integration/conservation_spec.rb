@@ -24,11 +24,11 @@ RSpec.describe "Conservation of jobs in fair queues" do
     # A fetch that finds nothing blocks in BRPOP for TIMEOUT: a short one keeps the run fast.
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
     # A few jobs per recovery call, so that recoveries take several calls and can be cut between them.
-    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 2)
+    stub_const("Sidekiq::FairTenant::FairQueues::Recovery::ENTRIES", 2)
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
     Sidekiq::FairTenant::FairFetch::IdleLook::PACE.now!
   end
 
@@ -47,7 +47,7 @@ end
 # What the random run found, one case each (the semantics fair fetch promises).
 RSpec.describe "Conservation of jobs in fair queues, case by case" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
-  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:recovery) { Sidekiq::FairTenant::FairQueues::Recovery }
   let(:registry) { Sidekiq::FairTenant::Native::Fair.registry_key }
 
   before do
@@ -64,7 +64,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
 
   def fetcher(identity)
     Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap do
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
   end
 
@@ -183,7 +183,7 @@ RSpec.describe "Conservation of jobs in fair queues, case by case" do
   # Seed 509: a stalled process, taken for dead, fetched its own recovered copy of a capped job while the first
   # copy still ran; the first copy's end stopped the heartbeat renewing the jid's lease while the second ran.
   it "renews a job's lease while a second copy of it runs in the same process, after the first copy ended" do
-    slots = Sidekiq::FairTenant::Slots
+    slots = Sidekiq::FairTenant::Concurrency::Slots
     copies = Array.new(2) { Sidekiq::FairTenant::ServerMiddleware::Slot.new("t", "s", "j14", 60_000, 1) }
     copies.each { |copy| slots.running(copy) }
     slots.finished(copies.first)

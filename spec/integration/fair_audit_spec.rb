@@ -31,7 +31,7 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
   def fetcher(identity)
     Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap do
       Sidekiq::FairTenant::FairFetch::Sweeper.stop
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
   end
 

@@ -15,7 +15,9 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
   let(:acked) { [] }
   let(:held) { [] }
   let(:fetch) do
-    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "batches:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "batches:1:a").tap do
+      Sidekiq::FairTenant::Concurrency::Slots.stop
+    end
   end
 
   before do
@@ -25,11 +27,11 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     Sidekiq::FairTenant.weights.set(0, tenant: "paused")
     # Sweeps only where the example calls them: the sweeper thread its fetcher starts would finish a clear the
     # example leaves half done.
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
@@ -278,10 +280,12 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
   end
 
   it "recovers a dead process's in-flight jobs in calls of 3 to the end, each job back once" do
-    recovery = Sidekiq::FairTenant::FairFetch::Recovery
+    recovery = Sidekiq::FairTenant::FairQueues::Recovery
     stub_const("#{recovery}::ENTRIES", 3)
     pushed = Array.new(10) { |i| FairJob.perform_async("t#{i % 3}", i) }
-    dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    dead = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "dead:1:a").tap do
+      Sidekiq::FairTenant::Concurrency::Slots.stop
+    end
     8.times { dead.retrieve_work }
     expect(redis.hlen(dead.inflight_key)).to eq(8)
 
@@ -310,7 +314,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     stats = Sidekiq::FairTenant.fair_stats
     rows = ->(page) { page.map { |row| row.except(:oldest_age) } }
     whole = rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])
-    stub_const("Sidekiq::FairTenant::FairStats::ROWS", 2)
+    stub_const("Sidekiq::FairTenant::FairQueues::Stats::ROWS", 2)
 
     sent = monitor_commands { expect(rows.call(stats.queue("fair", offset: 1, limit: 5)[:page])).to eq(whole) }
 
@@ -320,7 +324,7 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
 
   it "deletes a tenant's only job, its place read from the members index, or searched SEARCH members per call " \
      "in a state without it, the state exact" do
-    stub_const("Sidekiq::FairTenant::FairBacklog::SEARCH", 2)
+    stub_const("Sidekiq::FairTenant::FairQueues::Backlog::SEARCH", 2)
     pushed = Array.new(200) { |i| FairJob.perform_async("s#{i}", i) } # past 128 members: ZSCAN goes step by step
     only = ->(tenant) { redis.lindex("#{base}#{names::TENANT_LIST}#{tenant}", 0) }
     # The tenants ZSCAN meets last in `ready` (its order is the hash table's), so a search takes many steps.
@@ -329,13 +333,14 @@ RSpec.describe "Fair backlog drained and cleared in batches" do
     indexed, unindexed = (scanned - ["s7"]).last(2)
 
     first = only.call(indexed)
-    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", first, indexed)).to be(true) }
+    backlog = Sidekiq::FairTenant::FairQueues::Backlog
+    sent = monitor_commands { expect(backlog.delete("fair", first, indexed)).to be(true) }
     expect(sent.count("fcall")).to eq(1)
     redis.hdel("#{base}#{names::MEMBERS}", unindexed) # as an older gem's state
     last = only.call(unindexed)
-    sent = monitor_commands { expect(Sidekiq::FairTenant::FairBacklog.delete("fair", last, unindexed)).to be(true) }
+    sent = monitor_commands { expect(backlog.delete("fair", last, unindexed)).to be(true) }
     expect(sent.count("fcall")).to be > 3
-    expect(Sidekiq::FairTenant::FairBacklog.delete("fair", only.call("s7"), "nobody")).to be(true) # scanned for
+    expect(Sidekiq::FairTenant::FairQueues::Backlog.delete("fair", only.call("s7"), "nobody")).to be(true) # scanned for
 
     expect(fair.backlog(redis, "fair")).to eq(197)
     check_places(pushed, deleted: 3)

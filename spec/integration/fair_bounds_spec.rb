@@ -14,7 +14,9 @@ RSpec.describe "Fair calls bounded by work" do
   let(:waiting) { "#{names::SLOTS_PREFIX}#{shared[0].size}:#{shared[0]}:#{shared[1]}#{names::WAITING}" }
   let(:index) { "#{waiting}#{names::WAITING_INDEX}" }
   let(:fetch) do
-    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "bounds:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "bounds:1:a").tap do
+      Sidekiq::FairTenant::Concurrency::Slots.stop
+    end
   end
 
   before do
@@ -22,12 +24,12 @@ RSpec.describe "Fair calls bounded by work" do
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
     # Sweeps only where the example calls them: the sweeper thread its fetcher starts would finish a clear the
     # example leaves half done.
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
-    Sidekiq::FairTenant::Slots.stop
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
+    Sidekiq::FairTenant::Concurrency::Slots.stop
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
@@ -35,7 +37,7 @@ RSpec.describe "Fair calls bounded by work" do
     job = { "class" => "FairJob", "queue" => "fair", "args" => [index, pad].compact, "jid" => "j#{index}",
             "enqueued_at" => Time.now.to_f }
     job[names::SLOT_FIELD] = slot if slot
-    [tenant, JSON.generate(Sidekiq::FairTenant::JobBytes.head_first(job))]
+    [tenant, JSON.generate(Sidekiq::FairTenant::FairQueues::JobBytes.head_first(job))]
   end
 
   def push(pairs) = Sidekiq.redis { |conn| fair.push(conn, "fair", pairs) }
@@ -98,7 +100,7 @@ RSpec.describe "Fair calls bounded by work" do
     it "deletes a held tenant's oldest job, its waiting entry found through the index: no scan" do
       tenant = "t#{held / 2}"
       oldest = redis.lindex("#{base}#{names::TENANT_LIST}#{tenant}", 0)
-      ran = commands { Sidekiq::FairTenant::FairBacklog.delete("fair", oldest, tenant) }
+      ran = commands { Sidekiq::FairTenant::FairQueues::Backlog.delete("fair", oldest, tenant) }
 
       expect(ran.keys & %w[zrange zscan]).to eq([])
       expect(ran.values.sum).to be < 60
@@ -130,7 +132,7 @@ RSpec.describe "Fair calls bounded by work" do
       why = nil
       ran = commands do
         why = Sidekiq::FairTenant.why("j1500")
-        Sidekiq::FairTenant::FairBacklog.delete("fair", redis.lindex("#{base}#{names::TENANT_LIST}t7", 0), "t7")
+        Sidekiq::FairTenant::FairQueues::Backlog.delete("fair", redis.lindex("#{base}#{names::TENANT_LIST}t7", 0), "t7")
       end
 
       expect(why).to include(place: :ready)

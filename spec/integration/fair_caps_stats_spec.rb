@@ -3,7 +3,7 @@
 require "spec_helper"
 require_relative "../support/capped_fair"
 
-# Which tenants of a fair queue a concurrency cap holds back right now, as FairStats reports them.
+# Which tenants of a fair queue a concurrency cap holds back right now, as FairQueues::Stats reports them.
 RSpec.describe "Fair stats of capped tenants" do
   let(:stats) { Sidekiq::FairTenant.fair_stats }
 

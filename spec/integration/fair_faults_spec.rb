@@ -11,7 +11,7 @@ require_relative "../support/fair_app"
 RSpec.describe "Fair queues through faults" do
   let(:base) { Sidekiq::FairTenant::Native::Fair.base("fair") }
   let(:registry) { Sidekiq::FairTenant::Native::Fair.registry_key }
-  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:recovery) { Sidekiq::FairTenant::FairQueues::Recovery }
   let(:servers) { [] }
 
   before do
@@ -233,7 +233,7 @@ RSpec.describe "Fair queues through faults" do
       def stall_and_recover
         4.times { |i| SteadyFairJob.perform_async("acme", i) }
         running = Array.new(2) { stalled.retrieve_work }
-        Sidekiq::FairTenant::FairFetch::Liveness.fetching_as(nil) # its heartbeat thread stalls with it
+        Sidekiq::FairTenant::FairQueues::Liveness.fetching_as(nil) # its heartbeat thread stalls with it
         # A beat of the gem's heartbeat thread that read the identity just before may still clear this
         # suspicion (then the sweep only suspects it anew): suspected a minute ago again, and swept again.
         result = nil
@@ -269,7 +269,7 @@ RSpec.describe "Fair queues through faults" do
         holders = "sidekiq-fair_tenant:slots:#{tag.bytesize}:#{tag}:#{sub}:holders"
         2.times { |i| CappedFairJob.perform_async("acme", i, 0) }
         running = stalled.retrieve_work
-        Sidekiq::FairTenant::FairFetch::Liveness.fetching_as(nil)
+        Sidekiq::FairTenant::FairQueues::Liveness.fetching_as(nil)
         redis.hset(Sidekiq::FairTenant::Native::Fair.recovery_suspects_key, stalled.identity,
                    (Time.now.to_f - 60).to_s)
         expect(sweep).to include(recovered: 1)

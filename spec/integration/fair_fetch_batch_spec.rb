@@ -21,7 +21,7 @@ RSpec.describe "Fair fetch: threads that wait at the same moment share one call"
   let(:fetch) do
     Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "batch-host:1:a").tap do
       Sidekiq::FairTenant::FairFetch::Sweeper.stop
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
   end
 

@@ -273,7 +273,7 @@ RSpec.describe "Fair fetch" do
     it "costs one round trip per job while work waits: the acknowledgement rides with the next fetch" do
       20.times { |i| FairJob.perform_async("t#{i % 4}", i) }
       fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
-      Sidekiq::FairTenant::Slots.stop # its heartbeat (a sweep every few seconds) sends commands of its own
+      Sidekiq::FairTenant::Concurrency::Slots.stop # its heartbeat (a sweep every few seconds) sends commands of its own
       Sidekiq::FairTenant::FairFetch::Sweeper.stop # and so do its recovery sweeps
       fetch.retrieve_work.acknowledge # loads the script
 
@@ -290,7 +290,7 @@ RSpec.describe "Fair fetch" do
       seq = "#{Sidekiq::FairTenant::Native::Fair.inflight_key("").delete_suffix(":")}-seq"
       redis.set(seq, "not a number")
       fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
 
       expect { fetch.retrieve_work }.to raise_error(/not an integer/)
       expect(redis.llen("#{base}t:acme")).to eq(1)
@@ -303,7 +303,7 @@ RSpec.describe "Fair fetch" do
       long = "x" * 200_000
       6.times { |i| FairJob.perform_async("t#{i % 2}", i, long) }
       fetch = Sidekiq::FairTenant::FairFetch.new(queues: %w[fair])
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
       Sidekiq::FairTenant::FairFetch::Sweeper.stop
       fetch.retrieve_work.acknowledge # loads the script
       received = -> { redis.info("stats")["total_net_input_bytes"].to_i }

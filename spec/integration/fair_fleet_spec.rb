@@ -104,7 +104,7 @@ RSpec.describe "Fair queue recovery across a fleet" do
 
   describe "the recovery thread" do
     let(:sweeper) { Sidekiq::FairTenant::FairFetch::Sweeper }
-    let(:pace) { Sidekiq::FairTenant::FairFetch::Recovery::PACE }
+    let(:pace) { Sidekiq::FairTenant::FairQueues::Recovery::PACE }
 
     after { pace.now! }
 

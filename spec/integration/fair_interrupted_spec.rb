@@ -9,13 +9,13 @@ require_relative "../support/fair_app"
 # being recovered at every instant (RELIABILITY.md's invariant).
 RSpec.describe "Fair queues: flows interrupted between their calls" do
   let(:fair) { Sidekiq::FairTenant::FairQueues }
-  let(:recovery) { Sidekiq::FairTenant::FairFetch::Recovery }
+  let(:recovery) { Sidekiq::FairTenant::FairQueues::Recovery }
   let(:names) { Sidekiq::FairTenant::Native::Fair }
   let(:runner) { Sidekiq::FairTenant::ScriptRunner }
 
   before do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
-    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 5) # 12 jobs: three recovery calls
+    stub_const("Sidekiq::FairTenant::FairQueues::Recovery::ENTRIES", 5) # 12 jobs: three recovery calls
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
     recovery::PACE.never!
   end
@@ -27,7 +27,9 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
   end
 
   def fetcher(identity)
-    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap { Sidekiq::FairTenant::Slots.stop }
+    Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, identity).tap do
+      Sidekiq::FairTenant::Concurrency::Slots.stop
+    end
   end
 
   # A process that fetched `count` jobs and died (no heartbeat key): suspected by one sweep, due LAPSE s later.
@@ -42,7 +44,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
     redis.hgetall(key).each { |id, since| redis.hset(key, id, (since.to_f - recovery::LAPSE - 1).to_s) }
   end
 
-  # A fetcher's recovery thread switches its fair queues on at its start (FairOff.switched_on), whenever it gets
+  # A fetcher's recovery thread switches its fair queues on at its start (FairQueues::Off.switched_on), whenever it gets
   # to run: stopped (and joined) before a spec switches one off, so that it cannot switch it on again after.
   def stop_switching_on = Sidekiq::FairTenant::FairFetch::Sweeper.stop
 
@@ -182,7 +184,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
   end
 
   it "recovers large jobs a few per call: no call carries much more than RECOVER_BYTES" do
-    stub_const("Sidekiq::FairTenant::FairFetch::Recovery::ENTRIES", 50)
+    stub_const("Sidekiq::FairTenant::FairQueues::Recovery::ENTRIES", 50)
     big = "x" * 300_000
     8.times { |i| ConservedJob.perform_async("t#{i % 2}", i, big) }
     fetch = fetcher("dead:7:a")
@@ -309,7 +311,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
       clear_cut_after(1) { redis.config(:set, "min-replicas-to-write", "1") }
       expect { queue.clear }.to raise_error(/NOREPLICAS/)
       redis.config(:set, "min-replicas-to-write", "0")
-      allow(Sidekiq::FairTenant::FairClears).to receive(:finish).and_raise(RuntimeError, "NOREPLICAS")
+      allow(Sidekiq::FairTenant::FairQueues::Clears).to receive(:finish).and_raise(RuntimeError, "NOREPLICAS")
 
       result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Sweeper.turn(conn, "sweeper:8:a") }
 
@@ -334,7 +336,7 @@ RSpec.describe "Fair queues: flows interrupted between their calls" do
   end
 
   describe "fair-off" do
-    let(:off) { Sidekiq::FairTenant::FairOff }
+    let(:off) { Sidekiq::FairTenant::FairQueues::Off }
 
     it "requeues a job a process still ran after fair-off to queue:<name>, not to a fair list nobody serves" do
       2.times { |i| ConservedJob.perform_async("acme", i, "x") }

@@ -15,11 +15,11 @@ RSpec.describe "Fair queues fed odd payloads" do
   before do
     stub_const("Sidekiq::FairTenant::FairFetch::TIMEOUT", 0.01)
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
   end
 
   after do
-    Sidekiq::FairTenant::FairFetch::Recovery::PACE.now!
+    Sidekiq::FairTenant::FairQueues::Recovery::PACE.now!
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
   end
 
@@ -115,7 +115,7 @@ RSpec.describe "Slot and recovery scripts fed odd stored values" do
     redis.sadd(registry, "gone:2:x")
     redis.hset(suspects, "gone:2:x", "nan")
 
-    result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, "sweeper:1:a") }
+    result = Sidekiq.redis { |conn| Sidekiq::FairTenant::FairQueues::Recovery.sweep(conn, "sweeper:1:a") }
 
     expect(result).to include(suspected: 1, recovered: 0)
     expect(redis.hget(suspects, "gone:2:x").to_f).to be_within(60).of(Time.now.to_f)

@@ -13,7 +13,7 @@ RSpec.describe "Fair bulk push" do
   let(:runner) { Sidekiq::FairTenant::ScriptRunner }
   let(:names) { Sidekiq::FairTenant::Native::Names }
   let(:base) { fair.base("fair") }
-  let(:push_calls) { Sidekiq::FairTenant::PushCalls }
+  let(:push_calls) { Sidekiq::FairTenant::FairQueues::PushCalls }
 
   before do
     Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] }

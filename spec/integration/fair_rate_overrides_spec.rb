@@ -85,7 +85,7 @@ RSpec.describe "Runtime rate overrides" do
 
   it "applies an override to rate-held tenants in bounded calls, wherever they are in `rated`" do
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rated:1:b").tap do
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
     tenants = Array.new(7) { |i| "T#{i}" }
     tenants.each { |t| 3.times { |i| SlowRateJob.perform_async(t, i, 0) } }

@@ -3,7 +3,7 @@
 require "spec_helper"
 require_relative "../support/sidekiq_process"
 require_relative "../support/fair_rate_app"
-require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/cli"
 
 # Rate caps inside a fair queue, on real `sidekiq` server processes: a tenant whose next job would start over
 # a window leaves the rotation until the instant it may, and comes back by itself; others are served meanwhile.
@@ -68,7 +68,9 @@ RSpec.describe "Rate caps inside fair queues" do
   end
 
   it "takes a tenant out of the rotation in-process: no job fetched twice, Queue#latency leaves it out" do
-    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rate:1:a").tap { Sidekiq::FairTenant::Slots.stop }
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rate:1:a").tap do
+      Sidekiq::FairTenant::Concurrency::Slots.stop
+    end
     3.times { |i| SlowRateJob.perform_async("L", i, 0) }
     UncappedRateAppJob.perform_async("M", 0, 0)
     served = Array.new(4) { fetch.retrieve_work&.tap(&:acknowledge) }.compact.map { |u| JSON.parse(u.job)["args"][0] }
@@ -80,12 +82,14 @@ RSpec.describe "Rate caps inside fair queues" do
     why = Sidekiq::FairTenant.why(Sidekiq::Queue.new("fair").first.jid)
     expect(why).to include(state: :waiting, tenant: "L", place: :rated)
     expect(why[:held_by][:rate][:starts_in]).to be_between(0, 3)
-    expect(Sidekiq::FairTenant::WhyText.lines(why).last).to start_with("held by a rate window: may start in")
+    expect(Sidekiq::FairTenant::CLI::WhyText.lines(why).last).to start_with("held by a rate window: may start in")
     fetch.flush_acks
   end
 
   it "holds tenants whose names hold `]` (the job's head arrays end at a `]` that may be in a name)" do
-    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rate:1:b").tap { Sidekiq::FairTenant::Slots.stop }
+    fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rate:1:b").tap do
+      Sidekiq::FairTenant::Concurrency::Slots.stop
+    end
     names = ["L]", "[x]\"]", "a#{"]" * 12}b"] # the last: more than the head reader tries, so the whole job is read
     names.each { |name| 3.times { |i| SlowRateJob.perform_async(name, i, 0) } }
     served = Array.new(9) { fetch.retrieve_work&.tap(&:acknowledge) }.compact.map { |u| JSON.parse(u.job)["args"][0] }

@@ -3,7 +3,7 @@
 require "spec_helper"
 require_relative "../support/rated_fair"
 
-# Tenants of a fair queue waiting for a rate window, as FairStats reports them.
+# Tenants of a fair queue waiting for a rate window, as FairQueues::Stats reports them.
 RSpec.describe "Fair stats of rate-capped tenants" do
   let(:stats) { Sidekiq::FairTenant.fair_stats }
 

@@ -124,7 +124,7 @@ RSpec.describe "Re-routing rules on fair queues" do
   end
 
   it "leaves the rules that do not apply on a fair queue out of the boot queue check" do
-    check = Sidekiq::FairTenant::QueueConfig
+    check = Sidekiq::FairTenant::Routing::QueueConfig
     expect(check.problems({ "fair" => 1, "own_processes" => 1 }, [RulesOnFairJob, IsolatingFairJob])).to be_empty
     expect(check.problems({ "fair" => 1 }, [RerouteFromFairJob]))
       .to include(a_string_including('RerouteFromFairJob re-routes to "fair_throttled"'))
@@ -134,9 +134,10 @@ RSpec.describe "Re-routing rules on fair queues" do
   end
 
   it "has nothing to say at boot without fair queues or without rules on them" do
-    expect(Sidekiq::FairTenant::FairRulesCheck.notice([RulesOnFairJob, ThrottledJob])).to include("RulesOnFairJob")
-    expect(Sidekiq::FairTenant::FairRulesCheck.notice([ThrottledJob])).to be_nil # its queue, default, is not fair
+    check = Sidekiq::FairTenant::FairQueues::RulesCheck
+    expect(check.notice([RulesOnFairJob, ThrottledJob])).to include("RulesOnFairJob")
+    expect(check.notice([ThrottledJob])).to be_nil # its queue, default, is not fair
     Sidekiq::FairTenant.configure { |c| c.fair_queues = [] }
-    expect(Sidekiq::FairTenant::FairRulesCheck.notice([RulesOnFairJob])).to be_nil
+    expect(Sidekiq::FairTenant::FairQueues::RulesCheck.notice([RulesOnFairJob])).to be_nil
   end
 end

@@ -75,8 +75,8 @@ RSpec.describe "Several concurrency scopes on a fair queue" do
     SharedRateJob.perform_async("a", 0)
     job = Sidekiq.load_json(redis.lrange("#{base}t:a", 0, 0).first)
     slots = Sidekiq::FairTenant::Native::Slots
-    expect(job[Sidekiq::FairTenant::RateScope::FIELD]).to eq([*slots.tenant_scope("a", "fair"), 5, 1000])
-    expect(job[Sidekiq::FairTenant::RateScope::MORE_FIELD]).to eq([[*slots.key_scope("partner-api"), 4, 1000]])
+    expect(job[Sidekiq::FairTenant::Rates::Scope::FIELD]).to eq([*slots.tenant_scope("a", "fair"), 5, 1000])
+    expect(job[Sidekiq::FairTenant::Rates::Scope::MORE_FIELD]).to eq([[*slots.key_scope("partner-api"), 4, 1000]])
 
     %w[a b c].each { |tenant| 5.times { SharedRateJob.perform_async(tenant, 0) } }
     start_server(concurrency: 4)

@@ -64,7 +64,7 @@ RSpec.describe "Fair queues by worker time" do
     stats = Sidekiq::FairTenant.fair_stats.queue("fair")
     expect(stats[:mean_ms]).to be_a(Float).and be < names::TIME_DEFAULT_MS
     expect(stats[:page].map { |t| [t[:tenant], t[:mean_ms]] }).to eq([["café", stats[:mean_ms]]])
-    text = Sidekiq::FairTenant::CLIFormat.fair(stats)
+    text = Sidekiq::FairTenant::CLI::Format.fair(stats)
     expect(text).to include("\tby worker time: mean #{stats[:mean_ms]}ms").and include("\tmean #{stats[:mean_ms]}ms")
   end
 
@@ -126,6 +126,6 @@ RSpec.describe "Fair queues by worker time" do
     expect(redis.exists?("#{base}#{names::RUNTIMES}")).to be(false)
     stats = Sidekiq::FairTenant.fair_stats.queue("fair")
     expect([stats[:mean_ms], *stats[:page].map { |t| t[:mean_ms] }]).to all(be_nil)
-    expect(Sidekiq::FairTenant::CLIFormat.fair(stats)).not_to include("mean")
+    expect(Sidekiq::FairTenant::CLI::Format.fair(stats)).not_to include("mean")
   end
 end

@@ -35,7 +35,7 @@ RSpec.describe "Sidekiq's API on a fair queue" do
   # Tenants in the fair state's places.
   def tenants_in(set) = redis.zrange("#{base}#{set}", 0, -1).map { |m| m[16..] }
 
-  # Pushes a job as FairPush does, enqueued `age` seconds ago (as the scheduled poller pushes old jobs); returns
+  # Pushes a job as FairQueues::Push does, enqueued `age` seconds ago (as the scheduled poller pushes old jobs); returns
   # its jid. Sidekiq 8 writes enqueued_at in milliseconds.
   def push(tenant, index, age: 0, klass: FairJob)
     fair = Sidekiq::FairTenant::FairQueues
@@ -305,7 +305,7 @@ RSpec.describe "Sidekiq's API on a fair queue" do
       expect(tenants_in("capped")).to eq(%w[first second])
 
       latency = lambda { |read|
-        Sidekiq.redis { |c| Sidekiq::FairTenant::FairBacklog.latency(c, "fair", capped_read: read) }
+        Sidekiq.redis { |c| Sidekiq::FairTenant::FairQueues::Backlog.latency(c, "fair", capped_read: read) }
       }
       expect(latency.call(1)).to be_within(5).of(100) # "second" found held by its scope, "open" has room
       expect(latency.call(1000)).to be_within(5).of(100)

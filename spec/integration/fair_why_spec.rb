@@ -2,7 +2,7 @@
 
 require "spec_helper"
 require_relative "../support/capped_fair"
-require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/cli"
 
 # Why is this job still waiting? FairTenant.why on real pushes and a real FairFetch in this process.
 RSpec.describe "Sidekiq::FairTenant.why" do
@@ -46,7 +46,8 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     result = why.call(waiting)
     expect(result).to include(state: :waiting, tenant: "second", place: :capped)
     expect(result.dig(:held_by, :concurrency)).to include(scope: { key: "partner-api" }, running: 1, limit: 1)
-    expect(Sidekiq::FairTenant::WhyText.lines(result).join("\n")).to include("held by key partner-api: running 1/1")
+    text = Sidekiq::FairTenant::CLI::WhyText.lines(result).join("\n")
+    expect(text).to include("held by key partner-api: running 1/1")
     # Stats (the Web tab's and `stats`' concurrency list) show both scopes the running job holds, the shared key by
     # its name.
     scopes = Sidekiq::FairTenant.stats.concurrency.map { |s| s.slice(:tenant, :queue, :key, :running, :limit) }
@@ -62,12 +63,12 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     within = Sidekiq::FairTenant::FairFetch::Audit.within
     expect(result).to include(state: :running, process: fetch.identity, alive: true, back_within: within)
     expect(within).to eq((2 * Sidekiq::FairTenant::Native::Fair::INFLIGHT_AUDIT_SECONDS) + 1)
-    expect(Sidekiq::FairTenant::WhyText.lines(result)).to eq(
+    expect(Sidekiq::FairTenant::CLI::WhyText.lines(result)).to eq(
       ["#{jid} is in flight at #{fetch.identity} (queue fair, tenant static): running there, or back at the " \
        "front of its tenant within #{within} s if no thread there runs it"]
     )
     redis.del(fetch.identity)
-    expect(Sidekiq::FairTenant::WhyText.lines(why.call(jid))).to eq(
+    expect(Sidekiq::FairTenant::CLI::WhyText.lines(why.call(jid))).to eq(
       ["#{jid} is in flight at #{fetch.identity} (queue fair, tenant static): its heartbeat is gone; it goes " \
        "back once the process is taken for dead"]
     )
@@ -116,6 +117,6 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     expect(why.call(scheduled)).to include(state: :scheduled, queue: "fair")
     expect(why.call(scheduled)[:at]).to be > Time.now
     expect(why.call("nope")).to eq(jid: "nope", state: :unknown)
-    expect { why.call("") }.to raise_error(ArgumentError, /FairWhy.*jid/)
+    expect { why.call("") }.to raise_error(ArgumentError, /FairQueues::Why.*jid/)
   end
 end

@@ -84,7 +84,7 @@ RSpec.describe Sidekiq::FairTenant::Instrumentation do
       slots.acquire(tag, sub, "dead", 200, 1, { jid: "dead", queue: "default" }.to_json, 1.0)
       slots.acquire(tag, sub, "waiting", 60_000, 1, { jid: "waiting", queue: "default" }.to_json, 2.0)
       sleep 0.25 # the 200 ms lease of "dead" runs out; nobody releases it
-      seen = events(:lease_reclaimed) { Sidekiq::FairTenant::Slots.send(:sweep) }
+      seen = events(:lease_reclaimed) { Sidekiq::FairTenant::Concurrency::Slots.send(:sweep) }
       expect(seen).to eq([{ count: 1, handed: 1 }])
     end
   end

@@ -110,7 +110,7 @@ RSpec.describe "One tenant lookup per push" do
     expect(counted).to eq(fair_tenant: 3)
     jobs = tenant_jobs("shop-7")
     expect(jobs.size).to eq(3)
-    expect(jobs.map { |job| job[Sidekiq::FairTenant::SlotScope::FIELD][2] }).to all(eq(2))
+    expect(jobs.map { |job| job[Sidekiq::FairTenant::Concurrency::SlotScope::FIELD][2] }).to all(eq(2))
     expect(jobs.map { |job| job["fair_tenant"] }).to all(be_nil) # the payload is the one the app pushed
   end
 
@@ -119,7 +119,8 @@ RSpec.describe "One tenant lookup per push" do
 
     expect(counted).to eq(fair_tenant: 3)
     expect(window_count(LookupRoutedJob, "shop-8")).to eq(3)
-    expect(tenant_jobs("shop-8").map { |job| job[Sidekiq::FairTenant::SlotScope::FIELD][2] }).to eq([2, 2, 2])
+    field = Sidekiq::FairTenant::Concurrency::SlotScope::FIELD
+    expect(tenant_jobs("shop-8").map { |job| job[field][2] }).to eq([2, 2, 2])
   end
 
   it "asks once per job of a push_bulk" do
@@ -147,7 +148,8 @@ RSpec.describe "One tenant lookup per push" do
 
     expect(counted).to eq(fair_tenant: 3, deserialize: 3)
     expect(window_count(LookupAjJob, "account-5")).to eq(3)
-    expect(tenant_jobs("account-5").map { |job| job[Sidekiq::FairTenant::SlotScope::FIELD][2] }).to eq([2, 2, 2])
+    field = Sidekiq::FairTenant::Concurrency::SlotScope::FIELD
+    expect(tenant_jobs("account-5").map { |job| job[field][2] }).to eq([2, 2, 2])
   end
 
   it "deserializes once per push for a Proc queue, the tenant and a key method's slot" do
@@ -158,7 +160,7 @@ RSpec.describe "One tenant lookup per push" do
 
     expect(counted).to eq(fair_tenant: 2, key: 2, deserialize: 2)
     expect(window_count(LookupAjKeyJob, "kind-std")).to eq(2)
-    slots = tenant_jobs("kind-std").map { |job| job[Sidekiq::FairTenant::SlotScope::FIELD] }
+    slots = tenant_jobs("kind-std").map { |job| job[Sidekiq::FairTenant::Concurrency::SlotScope::FIELD] }
     expect(slots.map(&:first).uniq).to eq([Sidekiq::FairTenant::Native::Slots.key_scope("customer-9").first])
   end
 end

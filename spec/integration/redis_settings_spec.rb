@@ -98,10 +98,10 @@ RSpec.describe "The gem's Redis settings" do
       with_sidekiq_redis(fields) do
         with_sidekiq_logger(Logger.new(log)) do
           allow(ConnectionPool).to receive(:new).and_call_original
-          settings = Sidekiq::FairTenant::SidekiqRedisSettings.detect
+          settings = Sidekiq::FairTenant::Settings::SidekiqRedis.detect
           expect(settings).to include(port: server.port, db: 1, username: "fair-tenant", password: odd)
           expect(Sidekiq::FairTenant.ping).to be(true)
-          expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect).to equal(settings)
+          expect(Sidekiq::FairTenant::Settings::SidekiqRedis.detect).to equal(settings)
           expect(ConnectionPool).not_to have_received(:new)
         end
       end
@@ -114,28 +114,28 @@ RSpec.describe "The gem's Redis settings" do
       connections = -> { admin.info("stats")["total_connections_received"].to_i }
       with_sidekiq_redis(fields) do
         opened = connections.call
-        settings = Sidekiq::FairTenant::SidekiqRedisSettings.detect
+        settings = Sidekiq::FairTenant::Settings::SidekiqRedis.detect
         expect(connections.call).to eq(opened)
 
         reader, writer = IO.pipe
         child = fork do
-          again = Sidekiq::FairTenant::SidekiqRedisSettings.detect
+          again = Sidekiq::FairTenant::Settings::SidekiqRedis.detect
           writer.write(Marshal.dump([again == settings, again.equal?(settings)]))
           exit!(0)
         end
         writer.close
         expect(Marshal.load(reader.read)).to eq([true, false]) # rubocop:disable Security/MarshalLoad
         Process.wait(child)
-        expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect).to equal(settings)
+        expect(Sidekiq::FairTenant::Settings::SidekiqRedis.detect).to equal(settings)
 
         # What a pool Sidekiq builds now connects with (7.x builds its own pool once, maybe before this example).
-        read = Sidekiq::FairTenant::SidekiqRedisSettings
+        read = Sidekiq::FairTenant::Settings::SidekiqRedis
         pool = SpecHelpers::SIDEKIQ7 ? Sidekiq.default_configuration.new_redis_pool(1, "spec") : Sidekiq.redis_pool
         own = pool.with { |c| SpecHelpers::SIDEKIQ7 ? read.from_redis_client(c.config) : read.from_redis_rb(c._client) }
         expect(settings).to eq(own)
 
         Sidekiq.configure_client { |c| c.redis = fields.merge(db: 3) }
-        expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect).to include(db: 3, port: server.port)
+        expect(Sidekiq::FairTenant::Settings::SidekiqRedis.detect).to include(db: 3, port: server.port)
       end
     end
 

@@ -9,7 +9,7 @@ require_relative "../support/capped_fair"
 # the thread's next acquire) must not free the slot a fair fetch has taken since for another copy of its jid:
 # that copy runs on, and another job of the scope would start past the limit. Real redis-server, real scripts.
 RSpec.describe "Concurrency slots of a jid run on a plain queue, then fetched from a fair queue" do
-  let(:calls) { Sidekiq::FairTenant::SlotCalls }
+  let(:calls) { Sidekiq::FairTenant::Concurrency::SlotCalls }
   let(:fetch) { Sidekiq::FairTenant::FairFetch.new(queues: %w[fair]) }
 
   before { Sidekiq::FairTenant.configure { |c| c.fair_queues = %w[fair] } }

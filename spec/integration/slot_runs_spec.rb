@@ -7,7 +7,7 @@ require "spec_helper"
 # to run again, each parked job is handed a slot under its own limit, and hand-overs are bounded per call.
 RSpec.describe "Concurrency slots per run" do
   let(:scope) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "default") }
-  let(:calls) { Sidekiq::FairTenant::SlotCalls }
+  let(:calls) { Sidekiq::FairTenant::Concurrency::SlotCalls }
 
   def slot(jid, run, limit: 1) = Sidekiq::FairTenant::ServerMiddleware::Slot.new(*scope, jid, 60_000, limit, run)
   def payload(jid) = JSON.generate("class" => "SlotJob", "queue" => "default", "jid" => jid, "args" => [])

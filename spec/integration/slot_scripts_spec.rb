@@ -136,7 +136,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     sleep 0.1
     expect(acquire("a", limit: 2)).to eq(:acquired) # a free slot: the expired lease is left alone
     expect(holders).to contain_exactly("crashed", "a")
-    expect(Sidekiq::FairTenant::Stats.new.scope(tag, sub)[:running]).to eq(1)
+    expect(Sidekiq::FairTenant::Routing::Stats.new.scope(tag, sub)[:running]).to eq(1)
 
     expect(acquire("b", limit: 2)).to eq(:acquired) # full: the expired lease makes room
     expect(holders).to contain_exactly("a", "b")
@@ -155,7 +155,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
   it "renews and sweeps on Sidekiq's own connection, as the heartbeat does (SlotCalls)", gc_stress: false do
     slot = ->(jid) { Sidekiq::FairTenant::ServerMiddleware::Slot.new(tag, sub, jid, 60_000, 1, jid) }
     slots.acquire(tag, sub, "long", 100, 1, "{}", Time.now.to_f)
-    expect(Sidekiq::FairTenant::SlotCalls.renew([slot.call("long"), slot.call("gone")])).to eq(1)
+    expect(Sidekiq::FairTenant::Concurrency::SlotCalls.renew([slot.call("long"), slot.call("gone")])).to eq(1)
     sleep 0.15
     expect(acquire("next")).to eq(:parked) # "long" still holds: its lease was extended
 
@@ -164,7 +164,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
     waiting = JSON.generate(payload("waiting", tenant: "swept"))
     expect(slots.acquire(other, other_sub, "waiting", 60_000, 1, waiting, Time.now.to_f)).to eq(:parked)
     sleep 0.1 # the 50 ms lease of "crashed" runs out; acme's "long" still holds
-    expect(Sidekiq::FairTenant::SlotCalls.sweep(10)).to eq([1, 1])
+    expect(Sidekiq::FairTenant::Concurrency::SlotCalls.sweep(10)).to eq([1, 1])
     expect(stats.inspect_scope(other, other_sub)[0].map(&:first)).to eq(["waiting"])
     expect(holders).to eq(["long"])
   end
@@ -208,7 +208,7 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
 
     it "gives the slot back when an interrupt lands just after the script took it, and lets it through" do
       # The interrupt arrives once the acquire script has run, before the job starts.
-      allow(Sidekiq::FairTenant::SlotCalls).to receive(:take).and_wrap_original do |original, *args|
+      allow(Sidekiq::FairTenant::Concurrency::SlotCalls).to receive(:take).and_wrap_original do |original, *args|
         original.call(*args)
         raise Timeout::Error, "interrupted"
       end

@@ -118,7 +118,7 @@ RSpec.describe "Concurrency slots per shard" do
 
       Sidekiq::FairTenant.limits.set(3, tenant: "acme")
       slot = Sidekiq::FairTenant::ServerMiddleware::Slot.new(*scope("acme"), "j1", 60_000, 1, "r1")
-      expect(Sidekiq::FairTenant::SlotCalls.acquire(slot, "{}", 1.0)).to eq(:acquired)
+      expect(Sidekiq::FairTenant::Concurrency::SlotCalls.acquire(slot, "{}", 1.0)).to eq(:acquired)
       expect(Sidekiq::FairTenant.limits.list).to eq([{ tenant: "acme", queue: nil, limit: 3 }])
       expect(Sidekiq::FairTenant.stats.concurrency).to match([include(tenant: "acme", running: 1, limit: 3)])
       expect(slot_keys(redis)).not_to be_empty

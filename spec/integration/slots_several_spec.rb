@@ -2,7 +2,7 @@
 
 require "spec_helper"
 require "open3"
-require "sidekiq/fair_tenant/cli/why_text"
+require "sidekiq/fair_tenant/cli"
 
 # A job of several concurrency scopes on a plain queue (issue 32), its scripts through SlotCalls as the server
 # middleware sends them (acquire_all.lua, release_all.lua; no server process): all its slots at once or none, a
@@ -11,7 +11,7 @@ require "sidekiq/fair_tenant/cli/why_text"
 RSpec.describe "Several concurrency scopes on a plain queue, call by call" do
   let(:tenant) { Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "plain") }
   let(:api) { Sidekiq::FairTenant::Native::Slots.key_scope("partner-api") }
-  let(:calls) { Sidekiq::FairTenant::SlotCalls }
+  let(:calls) { Sidekiq::FairTenant::Concurrency::SlotCalls }
 
   before { redis.flushdb }
 
@@ -69,7 +69,7 @@ RSpec.describe "Several concurrency scopes on a plain queue, call by call" do
     expect(why[:held_by][:concurrency]).to include(scope: { key: "partner-api" }, running: 1, limit: 1, parked: 2)
     expect(why[:held_by][:concurrency][:holders].map { |h| h[:jid] }).to eq(["x"])
     left = why[:held_by][:concurrency][:holders][0][:lease_left]
-    expect(Sidekiq::FairTenant::WhyText.lines(why)).to eq(
+    expect(Sidekiq::FairTenant::CLI::WhyText.lines(why)).to eq(
       ["z is parked (queue not fair) until its concurrency scope has room",
        "held by key partner-api: running 1/1; holders: x (lease #{left}s left)"]
     )

@@ -2,7 +2,7 @@
 
 require "spec_helper"
 
-RSpec.describe Sidekiq::FairTenant::Stats do
+RSpec.describe Sidekiq::FairTenant::Routing::Stats do
   subject(:stats) { Sidekiq::FairTenant.stats }
 
   let(:index) { "sidekiq-fair_tenant:tenants:ThrottledJob" }

@@ -19,7 +19,7 @@ RSpec.describe "Sidekiq's Web UI with a fair default queue" do
 
   after { Sidekiq::FairTenant.configure { |c| c.fair_queues = [] } }
 
-  # A job pushed as FairPush does, enqueued `age` seconds ago (Sidekiq 8 writes enqueued_at in milliseconds).
+  # A job pushed as FairQueues::Push does, enqueued `age` seconds ago (Sidekiq 8 writes enqueued_at in milliseconds).
   def push_old(tenant, index, age)
     fair = Sidekiq::FairTenant::FairQueues
     at = Time.now.to_f - age

@@ -55,9 +55,9 @@ RSpec.describe "Sidekiq Web tab \"Fair Tenant\"" do
     slots = [[Sidekiq::FairTenant::Native::Slots.tenant_scope("acme", "plain"), 2],
              [Sidekiq::FairTenant::Native::Slots.key_scope("partner-api"), 3]]
     held = slots.map { |scope, limit| slot.new(*scope, "j1", 60_000, limit, "r1") }
-    several = Sidekiq::FairTenant::SlotCalls::Several.new(held)
+    several = Sidekiq::FairTenant::Concurrency::SlotCalls::Several.new(held)
     payload = JSON.generate("class" => "SharedJob", "queue" => "plain", "jid" => "j1", "args" => [])
-    expect(Sidekiq::FairTenant::SlotCalls.acquire_all(several, payload, Time.now.to_f)).to eq(:acquired)
+    expect(Sidekiq::FairTenant::Concurrency::SlotCalls.acquire_all(several, payload, Time.now.to_f)).to eq(:acquired)
 
     browser.visit("/fair_tenant")
     scopes = browser.find("#fair-tenant-scopes")

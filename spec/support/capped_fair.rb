@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # Tenants held back by concurrency caps in the fair queue `fair`, built for real: jobs pushed through
-# Sidekiq's client (FairPush writes each job's slot) and fetched in this process with FairFetch, so each
+# Sidekiq's client (FairQueues::Push writes each job's slot) and fetched in this process with FairFetch, so each
 # fetch takes its job's slot and a tenant whose next job finds its scope full leaves the rotation.
 
 # One at a time per tenant and queue.

@@ -149,7 +149,7 @@ module OddPayloads
       @min_size = 0
       @serial = 0
       @fetchers = %w[a b].map { |name| Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "odd:1:#{name}") }
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
 
     def call
@@ -187,7 +187,7 @@ module OddPayloads
         # As the liveness look leaves a dead process: registered, suspected long ago, no heartbeat key.
         conn.call("SADD", Sidekiq::FairTenant::Native::Fair.registry_key, "gone:1:x")
         conn.call("HSET", Sidekiq::FairTenant::Native::Fair.recovery_suspects_key, "gone:1:x", "0")
-        Sidekiq::FairTenant::FairFetch::Recovery.recover_process(conn, "gone:1:x")
+        Sidekiq::FairTenant::FairQueues::Recovery.recover_process(conn, "gone:1:x")
       end
     rescue StandardError => e
       @violations << "recovery raised #{e.class}: #{e.message}"

@@ -3,7 +3,7 @@
 require_relative "fair_rate_app"
 
 # A tenant of the fair queue `fair` waiting for a rate window, built for real: jobs pushed through Sidekiq's
-# client (FairPush writes each job's rate cap) and fetched in this process with FairFetch until the tenant
+# client (FairQueues::Push writes each job's rate cap) and fetched in this process with FairFetch until the tenant
 # "L" (2 starts in 3 s) has made its 2 starts and leaves the rotation for `rated`; "M" is uncapped.
 module RatedFair
   module_function
@@ -11,7 +11,7 @@ module RatedFair
   # Returns the fetcher and the units it served (acknowledged).
   def build(jobs: 3)
     fetch = Sidekiq::FairTenant::FairFetch.new({ queues: %w[fair] }, "rated:1:a").tap do
-      Sidekiq::FairTenant::Slots.stop
+      Sidekiq::FairTenant::Concurrency::Slots.stop
     end
     jobs.times { |i| SlowRateJob.perform_async("L", i, 0) }
     UncappedRateAppJob.perform_async("M", 0, 0)

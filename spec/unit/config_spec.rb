@@ -76,7 +76,7 @@ RSpec.describe Sidekiq::FairTenant::Config do
   end
 
   it "falls back to REDIS_URL, then localhost, when Sidekiq's settings cannot be read" do
-    allow(Sidekiq::FairTenant::SidekiqRedisSettings).to receive(:detect).and_return(nil)
+    allow(Sidekiq::FairTenant::Settings::SidekiqRedis).to receive(:detect).and_return(nil)
     expect(described_class.new({}).connection_settings[:redis_url]).to eq(ENV.fetch("REDIS_URL"))
     url = ENV.delete("REDIS_URL")
     expect(described_class.new({}).connection_settings[:redis_url]).to eq("redis://localhost:6379/0")
@@ -87,9 +87,9 @@ RSpec.describe Sidekiq::FairTenant::Config do
   it "reads Sidekiq 6.x's Redis settings from its pool, and configure never asks for them",
      unless: SpecHelpers::SIDEKIQ7 do
     Sidekiq.redis(&:ping) # Sidekiq's pool exists, built from REDIS_URL
-    allow(Sidekiq::FairTenant::SidekiqRedisSettings).to receive(:detect).and_call_original
+    allow(Sidekiq::FairTenant::Settings::SidekiqRedis).to receive(:detect).and_call_original
     Sidekiq::FairTenant.configure { |c| c.pool_size = 4 }
-    expect(Sidekiq::FairTenant::SidekiqRedisSettings).not_to have_received(:detect)
+    expect(Sidekiq::FairTenant::Settings::SidekiqRedis).not_to have_received(:detect)
   ensure
     Sidekiq::FairTenant.configure { |c| c.pool_size = 10 }
   end
@@ -100,18 +100,18 @@ RSpec.describe Sidekiq::FairTenant::Config do
     config = Sidekiq.default_configuration
     saved = config.instance_variable_get(:@redis_config)
     own_pool = config.instance_variable_get(:@redis)
-    given = Sidekiq::FairTenant::SidekiqRedisGiven.given
+    given = Sidekiq::FairTenant::Settings::SidekiqRedisGiven.given
     config.instance_variable_set(:@redis, nil)
     allow(ConnectionPool).to receive(:new).and_call_original
     config.redis = { url: "redis://:s3cret@[::1]:6380/2" }
 
-    expect(Sidekiq::FairTenant::SidekiqRedisSettings.detect)
+    expect(Sidekiq::FairTenant::Settings::SidekiqRedis.detect)
       .to eq(host: "::1", port: 6380, db: 2, username: nil, password: "s3cret")
     expect(ConnectionPool).not_to have_received(:new)
   ensure
     config.instance_variable_set(:@redis_config, saved)
     config.instance_variable_set(:@redis, own_pool)
-    Sidekiq::FairTenant::SidekiqRedisGiven.given = given
+    Sidekiq::FairTenant::Settings::SidekiqRedisGiven.given = given
   end
 
   it "rebuilds the native client when connection settings change, not otherwise" do

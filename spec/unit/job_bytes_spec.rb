@@ -2,7 +2,7 @@
 
 require "spec_helper"
 
-RSpec.describe Sidekiq::FairTenant::JobBytes do
+RSpec.describe Sidekiq::FairTenant::FairQueues::JobBytes do
   describe ".fix_time" do
     it "keeps an enqueue time the scripts read (seconds, or Sidekiq 8's milliseconds)" do
       [1_700_000_000.5, 1_700_000_000_500, 0].each do |time|

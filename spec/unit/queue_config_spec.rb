@@ -2,7 +2,7 @@
 
 require "spec_helper"
 
-RSpec.describe Sidekiq::FairTenant::QueueConfig do
+RSpec.describe Sidekiq::FairTenant::Routing::QueueConfig do
   let(:classes) { [ThrottledJob, DurationRuleJob] }
 
   it "weighs a class's queue 2^n and its rules' queues down to 1, keeping the largest for shared queues" do

@@ -3,19 +3,17 @@
 require "json"
 require "optparse"
 require "sidekiq/fair_tenant"
-require "sidekiq/fair_tenant/cli/cli_format"
-require "sidekiq/fair_tenant/cli/cli_limits"
-require "sidekiq/fair_tenant/cli/cli_rates"
-require "sidekiq/fair_tenant/cli/cli_weights"
-require "sidekiq/fair_tenant/cli/why_text"
+require_relative "loader"
 
 module Sidekiq
   module FairTenant
     # The `sidekiq-fair_tenant` command. Exit status: 0 done, 1 Redis trouble, 2 bad usage.
     class CLI
-      include CLILimits
-      include CLIRates
-      include CLIWeights
+      Loader.register(self)
+
+      include Limits
+      include Rates
+      include Weights
 
       UsageError = Class.new(StandardError)
 
@@ -57,11 +55,11 @@ module Sidekiq
 
       def parser
         OptionParser.new do |o|
-          o.banner = CLIFormat::USAGE
+          o.banner = Format::USAGE
           o.on("--redis-url URL") { |v| use_redis(v) }
           o.on("-r", "--require FILE") { |v| require File.expand_path(v) }
           o.on("-h", "--help") do
-            @out.puts(CLIFormat::USAGE)
+            @out.puts(Format::USAGE)
             throw :help
           end
           command_options(o)
@@ -90,7 +88,7 @@ module Sidekiq
       def dispatch(command, argv)
         case command
         when "help" then nil
-        when "queues" then @out.puts(QueueConfig.yaml.lines(chomp: true).map { |line| Printable.call(line) })
+        when "queues" then @out.puts(Routing::QueueConfig.yaml.lines(chomp: true).map { |line| Printable.call(line) })
         when *COMMANDS.keys then send(COMMANDS[command], argv)
         else raise UsageError, "unknown command #{command.inspect}"
         end
@@ -118,12 +116,12 @@ module Sidekiq
       def print_tenants(total, rows)
         return @out.puts(Printable.json(total: total, tenants: rows)) if @options[:json]
 
-        @out.puts(CLIFormat.tenants(total, Printable.deep(rows)))
+        @out.puts(Format.tenants(total, Printable.deep(rows)))
       end
 
       def concurrency
         scopes = FairTenant.stats.concurrency
-        @out.puts(@options[:json] ? Printable.json(scopes) : CLIFormat.scopes(Printable.deep(scopes)))
+        @out.puts(@options[:json] ? Printable.json(scopes) : Format.scopes(Printable.deep(scopes)))
       end
 
       def target(argv)
@@ -137,3 +135,5 @@ module Sidekiq
     end
   end
 end
+
+Sidekiq::FairTenant::Loader.eager_load(Sidekiq::FairTenant::CLI)

@@ -12,9 +12,9 @@ module Sidekiq
     #     config.read_timeout = 0.2
     #   end
     class Config
-      include RedisSettings
-      include TlsSettings
-      include SentinelSettings
+      include Settings::Redis
+      include Settings::Tls
+      include Settings::Sentinel
       include FairQueues::Settings
 
       ENV_PREFIX = "SIDEKIQ_FAIR_TENANT_"
@@ -31,7 +31,7 @@ module Sidekiq
         reconnect_backoff: 1,
         sweep_interval: 5,
         sweep_batch: 100
-      }.merge(TlsSettings::DEFAULTS, SentinelSettings::DEFAULTS, FairQueues::Settings::DEFAULTS).freeze
+      }.merge(Settings::Tls::DEFAULTS, Settings::Sentinel::DEFAULTS, FairQueues::Settings::DEFAULTS).freeze
 
       # Settings that the native Redis client is built from.
       CONNECTION_KEYS = %i[enqueues_key redis_url pool_size connect_timeout read_timeout write_timeout

@@ -4,7 +4,7 @@ module Sidekiq
   module FairTenant
     # One job's class, perform arguments and tenant (JobInfo's rules), each worked out at most once. Routing, the
     # slot scope and the fair push of one push share one view: the client middleware keeps the view of a job
-    # bound for a fair queue (per thread, by the payload's identity) and FairPush takes it, so a push asks a
+    # bound for a fair queue (per thread, by the payload's identity) and FairQueues::Push takes it, so a push asks a
     # class's `fair_tenant` once and deserializes ActiveJob arguments once.
     class JobView
       KEPT = :sidekiq_fair_tenant_job_views

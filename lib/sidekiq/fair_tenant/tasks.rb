@@ -9,7 +9,7 @@ namespace :fair_tenant do
   task queues: (Rake::Task.task_defined?(:environment) ? [:environment] : []) do
     Rails.application.eager_load! if defined?(Rails) && Rails.respond_to?(:application) && Rails.application
     require "sidekiq/fair_tenant"
-    puts Sidekiq::FairTenant::QueueConfig.yaml
+    puts Sidekiq::FairTenant::Routing::QueueConfig.yaml
   end
 
   desc "Switch fair fetch off for QUEUE: move its fair backlog back to queue:QUEUE in fair order " \
@@ -17,7 +17,7 @@ namespace :fair_tenant do
   task :fair_off, [:queue] => (Rake::Task.task_defined?(:environment) ? [:environment] : []) do |_task, args|
     require "sidekiq/fair_tenant"
     queue = args[:queue] or abort("usage: rake fair_tenant:fair_off[QUEUE]")
-    off = Sidekiq::FairTenant::FairOff
+    off = Sidekiq::FairTenant::FairQueues::Off
     result = Sidekiq.redis { |conn| off.run(conn, queue, on_wait: off.method(:waiting).curry[$stdout]) }
     puts off.note(queue, result)
   end

@@ -2,9 +2,7 @@
 
 require "sidekiq/web"
 require "sidekiq/fair_tenant"
-require "sidekiq/fair_tenant/cli/why_text"
-require "sidekiq/fair_tenant/web/why_links"
-require "sidekiq/fair_tenant/web/heartbeat"
+require_relative "loader"
 
 module Sidekiq
   module FairTenant
@@ -17,6 +15,8 @@ module Sidekiq
     # each job row of Sidekiq's queue page links to (WhyLinks). Sidekiq 7.2.3-8.0.1's `HEAD /` counts a fair
     # `default`'s backlog (Heartbeat).
     module Web
+      Loader.register(self)
+
       VIEW = File.expand_path("web/views/fair_tenant.erb", __dir__)
       PAGE_SIZE = 25
 
@@ -47,7 +47,7 @@ module Sidekiq
         end
 
         def ft_render(error: nil, notice: nil, why: nil)
-          @ft_why = why && WhyText.lines(FairTenant.why(why))
+          @ft_why = why && CLI::WhyText.lines(FairTenant.why(why))
           @ft_error = error
           @ft_notice = notice || ft_param(:notice)
           @ft_classes = JobClasses.routed
@@ -80,7 +80,7 @@ module Sidekiq
         # A form's change: back to the tab with the block's notice, or the tab again with the error.
         def ft_change
           ft_back(yield)
-        rescue ArgumentError, FairTenant::Error => e
+        rescue ArgumentError, Error => e
           ft_render(error: e.message)
         end
       end
@@ -161,4 +161,5 @@ module Sidekiq
   end
 end
 
+Sidekiq::FairTenant::Loader.eager_load(Sidekiq::FairTenant::Web)
 Sidekiq::FairTenant::Web.install

@@ -77,7 +77,7 @@ module Conservation
       if away
         @notes[:lapse_recovered] += count
         unless process.stalled || @recovering.include?(process.identity.b) # (that recovery began while it was)
-          lapse = Sidekiq::FairTenant::FairFetch::Recovery::LAPSE
+          lapse = Sidekiq::FairTenant::FairQueues::Recovery::LAPSE
           violation(:live_recovered, "#{process.identity}: #{count} in-flight job(s) of a live process recovered " \
                                      "before its heartbeat key had been gone for #{lapse} s")
         end

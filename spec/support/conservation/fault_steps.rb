@@ -38,7 +38,7 @@ module Conservation
     def lost_reply(process, name, reply)
       return unless name == "fetch" && reply.is_a?(Array)
 
-      Sidekiq::FairTenant::FairFetch::FetchReply.read(reply).served.each do |served|
+      Sidekiq::FairTenant::FairFetch::Reply.read(reply).served.each do |served|
         if served.entry
           process.leaked << served.entry.b
           @notes[:stranded_by_lost_reply] += 1

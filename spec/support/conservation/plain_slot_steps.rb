@@ -12,7 +12,8 @@ module Conservation
     def plain_starts(process, held)
       job = plain_job(held) or return
       klass = Object.const_get(job["class"])
-      scopes = Sidekiq::FairTenant::SlotScope.resolve_all(klass, job).map { |opts, tag, sub| [tag, sub, opts.limit] }
+      all = Sidekiq::FairTenant::Concurrency::SlotScope.resolve_all(klass, job)
+      scopes = all.map { |opts, tag, sub| [tag, sub, opts.limit] }
       handed = scopes.all? { |scope| leased(scope.first(2)).include?(held.id) }
       return :parked unless plain_run(process, held, klass, job)
 

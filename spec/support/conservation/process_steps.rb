@@ -45,7 +45,7 @@ module Conservation
         conn.call("EXPIRE", process.identity, 60)
       end
       # The gem's own heartbeat thread, which runs beside Sidekiq's (a lapse stalls both).
-      Sidekiq::FairTenant::FairFetch::Liveness.alive(process.identity)
+      Sidekiq::FairTenant::FairQueues::Liveness.alive(process.identity)
       process.beating = true
       process.stalled = false
       "beat #{process.identity}"
@@ -63,7 +63,7 @@ module Conservation
     # time moves back). A live process a sweep suspected, whose key is still gone, has stalled that long.
     def time_passes
       key = Sidekiq::FairTenant::Native::Fair.recovery_suspects_key
-      lapse = Sidekiq::FairTenant::FairFetch::Recovery::LAPSE
+      lapse = Sidekiq::FairTenant::FairQueues::Recovery::LAPSE
       suspects = sidekiq_redis { |conn| conn.call("HGETALL", key) }
       suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array)
       sidekiq_redis do |conn|
@@ -79,7 +79,7 @@ module Conservation
 
       before = garbage_in_flight
       @recovering = being_recovered
-      result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
+      result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairQueues::Recovery.sweep(conn, process.identity) }
       @swept = before
       found = result ? result[:recovered] : 0
       @notes[:recovered] += found
@@ -99,7 +99,7 @@ module Conservation
       before = garbage_in_flight
       @recovering = being_recovered
       calls = CutRecovery.cut_after(1) do
-        sidekiq_redis { |conn| Sidekiq::FairTenant::FairFetch::Recovery.sweep(conn, process.identity) }
+        sidekiq_redis { |conn| Sidekiq::FairTenant::FairQueues::Recovery.sweep(conn, process.identity) }
       end
       @swept = before
       @notes[:recoveries_cut] += 1 if calls > 1
@@ -133,6 +133,6 @@ module Conservation
       super
     end
   end
-  Sidekiq::FairTenant::FairFetch::Recovery.singleton_class.prepend(CutRecovery)
+  Sidekiq::FairTenant::FairQueues::Recovery.singleton_class.prepend(CutRecovery)
 end
 # rubocop:enable Metrics/CyclomaticComplexity

@@ -64,7 +64,8 @@ module Conservation
       srand(@seed) # Sidekiq's weighted queue order shuffles with Kernel's generator
       @without = without
       timers_off
-      Sidekiq::FairTenant::Slots.stop # a heartbeat thread of this Ruby process would renew on the wall clock
+      # a heartbeat thread of this Ruby process would renew on the wall clock
+      Sidekiq::FairTenant::Concurrency::Slots.stop
       configure_fair(FAIR_QUEUES)
       2.times { record(:start_process) }
       kinds = KINDS - @without
@@ -104,7 +105,7 @@ module Conservation
 
     # Recovery sweeps and idle looks happen when the steps say, not on the wall clock.
     def timers_off
-      Sidekiq::FairTenant::FairFetch::Recovery::PACE.never!
+      Sidekiq::FairTenant::FairQueues::Recovery::PACE.never!
       Sidekiq::FairTenant::FairFetch::IdleLook::PACE.never!
     end
 

@@ -8,7 +8,7 @@ module Conservation
   # (lease_time_passes), never on the wall clock.
   module SlotHeartbeats
     STATE = %i[@running @thread @pid @stopping].freeze
-    SLOTS = Sidekiq::FairTenant::Slots
+    SLOTS = Sidekiq::FairTenant::Concurrency::Slots
 
     # Stands for the heartbeat thread: alive until killed (Slots.stop) or its loop ended.
     class Heartbeat

@@ -93,7 +93,7 @@ module Conservation
     def lease_time_passes
       aged = age_leases
       turns = @processes.map { |process| SlotHeartbeats.turn(process) }
-      handed, reclaimed = Sidekiq::FairTenant::SlotCalls.sweep(Sidekiq::FairTenant.config.sweep_batch)
+      handed, reclaimed = Sidekiq::FairTenant::Concurrency::SlotCalls.sweep(Sidekiq::FairTenant.config.sweep_batch)
       @notes[:leases_reclaimed] += reclaimed
       "lease time passes: #{aged} leases, #{turns.grep(Integer).sum} renewed by #{turns.grep(Integer).size} " \
         "heartbeats (#{turns.count(:ended)} ended: stopping, nothing held); the sweep reclaimed #{reclaimed}, " \
@@ -118,10 +118,10 @@ module Conservation
       # (A plain-queue job runs through the middleware's plain path, unless CONSERVATION_WITHOUT=plain_slots.)
       return (@without.include?(:plain_slots) ? nil : plain_starts(process, held)) unless held.entry
 
-      held_jid = Thread.current[Sidekiq::FairTenant::HeldSlot::KEY]
+      held_jid = Thread.current[Sidekiq::FairTenant::Concurrency::HeldSlot::KEY]
       return if held_jid.nil? || !held.entry
 
-      Thread.current[Sidekiq::FairTenant::HeldSlot::KEY] = nil
+      Thread.current[Sidekiq::FairTenant::Concurrency::HeldSlot::KEY] = nil
       job = Sidekiq.load_json(held.unit.job)
       held.scopes = [job[SLOT_FIELD], *job[SLOT_MORE_FIELD]].map do |scope|
         SLOT_FIELDS.zip(scope).to_h.values_at("tag", "sub", "limit")
@@ -129,7 +129,7 @@ module Conservation
       held.scope = held.scopes.first.first(2)
       held.scopes.each { |scope| check_cap(process, held, scope, Conservation.tenant_of(job["args"].first), carried) }
       held.run = Fiber.new do
-        Sidekiq::FairTenant::HeldSlot.held!(held_jid) # the fetch's note, fiber-local as the thread's is
+        Sidekiq::FairTenant::Concurrency::HeldSlot.held!(held_jid) # the fetch's note, fiber-local as the thread's is
         Sidekiq::FairTenant::ServerMiddleware.new.call(Object.const_get(job["class"]).new, job, held.unit.queue_name) do
           Fiber.yield
         end

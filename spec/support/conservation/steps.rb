@@ -6,7 +6,7 @@ require "English"
 
 module Conservation
   # Steps of a Run on jobs, each on the real objects: Sidekiq's client, FairFetch instances and their units
-  # FairFetch::Recovery, the weights and limits APIs, FairQueues.drain. Each returns a line for the history.
+  # FairQueues::Recovery, the weights and limits APIs, FairQueues.drain. Each returns a line for the history.
   module Steps
     TEXTS = ["plain", "héllo wörld", "日本語のテキスト", "emoji 🎉🧪", "quote \" back \\ slash /", "sep \u2028 \u2029",
              "tab\tnl\n", "ünïcødé ✓"].freeze
@@ -93,7 +93,7 @@ module Conservation
       threads = Array.new(count) do
         Thread.new do
           gate.pop
-          [process.fetcher.retrieve_work, Thread.current[Sidekiq::FairTenant::HeldSlot::KEY]]
+          [process.fetcher.retrieve_work, Thread.current[Sidekiq::FairTenant::Concurrency::HeldSlot::KEY]]
         rescue StandardError => e
           e
         end
@@ -107,7 +107,7 @@ module Conservation
 
       ledger = Sidekiq::FairTenant::FairFetch::InFlight.ledger(process.fetcher.inflight_key)
       Sidekiq::FairTenant::FairFetch::InFlight.handed(ledger, unit) if unit.respond_to?(:entry) # runs here now
-      Thread.current[Sidekiq::FairTenant::HeldSlot::KEY] = held_jid
+      Thread.current[Sidekiq::FairTenant::Concurrency::HeldSlot::KEY] = held_jid
       hold(process, unit, carried)
     end
 

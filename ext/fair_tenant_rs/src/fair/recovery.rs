@@ -16,7 +16,7 @@ pub const RECOVERY_INTERVAL_SECONDS: u64 = 15;
 pub const RECOVERY_LEASE_MS: u64 = RECOVERY_INTERVAL_SECONDS * 1000 - 1000;
 /// Registered processes one call of the liveness script judges (SSCAN's COUNT: about that many).
 pub const RECOVERY_BATCH: u64 = 1000;
-/// How often each fetching process audits its own in-flight hash (`fair_fetch/audit.rb`): a field no thread
+/// How often each fetching process audits its own in-flight hash (`fetch/audit.rb`): a field no thread
 /// of the process runs and no pending acknowledgement names (a fetch whose reply was lost and re-sent, a job
 /// never acknowledged) is a candidate at one audit and goes back to the front of its tenant at the next, once
 /// every call that started before the first one's read has ended: within two intervals.

@@ -59,7 +59,7 @@ module Sidekiq
         end
 
         def tag(env)
-          src = CGI.escapeHTML("#{env["SCRIPT_NAME"]}#{PATH}?v=#{FairTenant::VERSION}")
+          src = CGI.escapeHTML("#{env["SCRIPT_NAME"]}#{PATH}?v=#{VERSION}")
           nonce = env[:csp_nonce] && %( nonce="#{CGI.escapeHTML(env[:csp_nonce])}")
           %(<script type="text/javascript" src="#{src}"#{nonce}></script>\n)
         end
