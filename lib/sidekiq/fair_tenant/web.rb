@@ -3,6 +3,7 @@
 require "sidekiq/web"
 require "sidekiq/fair_tenant"
 require_relative "loader"
+require_relative "cli" # the sentences of `why` (CLI::WhyText): the tab shows them as the CLI prints them
 
 module Sidekiq
   module FairTenant
