@@ -77,6 +77,7 @@ module Conservation
     def sweep(process = random_process)
       return "sweep: no process" unless process
 
+      stalled_in_real_time
       before = garbage_in_flight
       @recovering = being_recovered
       result = sidekiq_redis { |conn| Sidekiq::FairTenant::FairQueues::Recovery.sweep(conn, process.identity) }
@@ -84,6 +85,23 @@ module Conservation
       found = result ? result[:recovered] : 0
       @notes[:recovered] += found
       "sweep by #{process.identity}: #{found} recovered, #{result && result[:suspected]} suspected"
+    end
+
+    # A live process a sweep suspected whose key is still gone Recovery::LAPSE seconds later on Redis's clock has
+    # stalled that long for real (a loaded machine stretches the steps between beats), as after time_passes.
+    def stalled_in_real_time
+      lapse = Sidekiq::FairTenant::FairQueues::Recovery::LAPSE
+      key = Sidekiq::FairTenant::Native::Fair.recovery_suspects_key
+      suspects, now = sidekiq_redis { |conn| [conn.call("HGETALL", key), conn.call("TIME")] }
+      suspects = suspects.each_slice(2).to_h if suspects.is_a?(Array)
+      now = now[0].to_f + (now[1].to_f / 1_000_000)
+      @processes.each do |process|
+        since = suspects[process.identity]
+        next if process.beating || process.stalled || since.nil? || now - since.to_f < lapse
+
+        process.stalled = true
+        @notes[:stalled_for_real] += 1
+      end
     end
 
     # The processes whose recovery was cut short (a sweep finishes it whether their key is back or not).
@@ -96,6 +114,7 @@ module Conservation
     def sweep_cut(process = random_process)
       return "sweep_cut: no process" unless process
 
+      stalled_in_real_time
       before = garbage_in_flight
       @recovering = being_recovered
       calls = CutRecovery.cut_after(1) do
