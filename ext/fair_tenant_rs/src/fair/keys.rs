@@ -4,8 +4,6 @@ use crate::names;
 
 /// Prefix of every fair-queue key.
 pub const PREFIX: &str = names::FAIR_PREFIX;
-/// Most wake-up tokens kept per queue.
-pub const TOKEN_CAP: u64 = names::TOKEN_CAP;
 /// The tenant of jobs that name none.
 pub const SHARED_TENANT: &str = "";
 

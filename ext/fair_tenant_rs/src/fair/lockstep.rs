@@ -538,7 +538,6 @@ impl<'a> Lockstep<'a> {
             .key(fair::weights_key())
             .arg(base)
             .arg(QUEUE)
-            .arg(fair::TOKEN_CAP)
             .arg("1700000000.5")
             .arg("");
         for (tenant, payload) in payloads {
@@ -779,7 +778,6 @@ impl<'a> Lockstep<'a> {
                     .arg(value)
                     .arg(&tenant)
                     .arg(fair::base_template())
-                    .arg(fair::TOKEN_CAP)
                     .arg(QUEUE)
                     .invoke(self.con)
                     .unwrap();
@@ -834,7 +832,6 @@ impl<'a> Lockstep<'a> {
             .key(fair::recovering_key())
             .arg(mode)
             .arg(fair::base_template())
-            .arg(fair::TOKEN_CAP)
             .arg(&identity)
             .arg("0")
             .arg(fair::RECOVERED_KEEP_SECONDS);

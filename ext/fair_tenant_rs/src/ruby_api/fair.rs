@@ -189,7 +189,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         magnus::function!(|identity: String| fair::recovered_key(&identity), 1),
     )?;
     module.const_set("RECOVERED_KEEP_SECONDS", fair::RECOVERED_KEEP_SECONDS)?;
-    module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
     Ok(())
 }
