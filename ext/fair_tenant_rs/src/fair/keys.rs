@@ -12,11 +12,6 @@ pub fn base(queue: &str) -> String {
     names::FAIR_BASE.replacen(names::QUEUE_PLACEHOLDER, queue, 1)
 }
 
-/// [`base`] with `%Q` for the queue's name (the requeue script fills it in per entry).
-pub fn base_template() -> String {
-    names::FAIR_BASE.to_string()
-}
-
 /// The weights hash: `tenant` and `tenant \n queue` fields.
 pub fn weights_key() -> String {
     names::FAIR_WEIGHTS_KEY.to_string()
@@ -278,7 +273,6 @@ mod tests {
     #[test]
     fn keys_share_the_queue_hash_tag() {
         assert_eq!(base("imports"), "sidekiq-fair_tenant:fair:{imports}:");
-        assert_eq!(base_template().replace("%Q", "imports"), base("imports"));
         assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
         assert!(inflight_key("host:1:abc").starts_with(PREFIX));
         assert_ne!(registry_key(), recovery_lock_key());

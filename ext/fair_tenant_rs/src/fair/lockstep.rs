@@ -777,7 +777,6 @@ impl<'a> Lockstep<'a> {
                     .arg(&tenant)
                     .arg(value)
                     .arg(&tenant)
-                    .arg(fair::base_template())
                     .arg(QUEUE)
                     .invoke(self.con)
                     .unwrap();
@@ -831,7 +830,6 @@ impl<'a> Lockstep<'a> {
             .key(fair::recovered_key(&identity))
             .key(fair::recovering_key())
             .arg(mode)
-            .arg(fair::base_template())
             .arg(&identity)
             .arg("0")
             .arg(fair::RECOVERED_KEEP_SECONDS);

@@ -144,7 +144,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         magnus::function!(|| fair::library().source.as_str(), 0),
     )?;
     module.define_singleton_method("base", magnus::function!(|q: String| fair::base(&q), 1))?;
-    module.define_singleton_method("base_template", magnus::function!(fair::base_template, 0))?;
     module.define_singleton_method("weights_key", magnus::function!(fair::weights_key, 0))?;
     module.define_singleton_method(
         "inflight_key",

@@ -14,36 +14,33 @@
 local base, queue, at, id, first
 if #ARGV == 3 then
   queue = ARGV[1]
-  base, at, id, first = fill_base(K_FAIR_BASE, queue), '', '', 2
+  base, at, id, first = fair_base(queue), '', '', 2
 else
   base, queue, at, id, first = ARGV[1], ARGV[2], ARGV[3], ARGV[4], 5
   if #ARGV < 4 or #ARGV % 2 ~= 0 then
     return redis.error_reply('ERR push: base, queue, enqueued_at, id, then tenant, job pairs; or queue, tenant, job')
   end
 end
-local state = base .. K_STATE
+local k = fair_keys(base, KEYS[2]) -- each key made when read: a push that activates no tenant makes 3
 -- The call's id key, set once every job is in: a call that failed halfway (a key of the wrong type, written by
 -- hand), sent again, pushes all its jobs again (a job twice rather than one lost).
-local done = id ~= '' and base .. K_PUSH_CALL .. id
+local done = id ~= '' and k.push_call .. id
 if done and redis.call('EXISTS', done) == 1 then
-  return tonumber(redis.call('HGET', state, K_STATE_N)) or 0 -- this very call ran already
+  return tonumber(redis.call('HGET', k.state, K_STATE_N)) or 0 -- this very call ran already
 end
-local k -- the queue's keys (fair_keys), made when a tenant is activated
 local pushed = 0
 for i = first, #ARGV, 2 do
   local tenant, job = ARGV[i], ARGV[i + 1]
-  if redis.call('RPUSH', base .. K_TENANT_LIST .. tenant, job) == 1 then
-    k = k or fair_keys(base, KEYS[2])
+  if redis.call('RPUSH', k.prefix .. tenant, job) == 1 then
     redis.call('ZADD', k.heads, finite(at, 0, 1e11) or job_time(job), tenant)
     activate(k, tenant, queue)
   end
   pushed = pushed + 1
 end
-local waiting = redis.call('HINCRBY', state, K_STATE_N, pushed)
+local waiting = redis.call('HINCRBY', k.state, K_STATE_N, pushed)
 redis.call('SADD', KEYS[1], queue)
-local sig = base .. K_SIG
-for _ = 1, math.min(pushed, K_TOKEN_CAP - redis.call('LLEN', sig)) do
-  redis.call('LPUSH', sig, '1')
+for _ = 1, math.min(pushed, K_TOKEN_CAP - redis.call('LLEN', k.sig)) do
+  redis.call('LPUSH', k.sig, '1')
 end
 if done then redis.call('SET', done, 1, 'EX', K_PUSH_CALL_TTL) end
 return waiting

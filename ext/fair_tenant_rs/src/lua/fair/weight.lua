@@ -2,7 +2,7 @@
 -- weight is now above 0 (its start tag is the queue's virtual time: a pause banks no credit). A queue of
 -- K_FAIR_PAUSED_QUEUES_KEY (where tenants were paused) left with no paused tenant leaves that set.
 -- KEYS  weights
--- ARGV  field, value, tenant, base template (%Q for the queue), then queue names (Sidekiq's `queues`,
+-- ARGV  field, value, tenant, then queue names (Sidekiq's `queues`,
 --       K_FAIR_PAUSED_QUEUES_KEY's and the caller's fair queues)
 -- Returns the number of queues where the tenant resumed.
 -- Checked before the first write: a weight the scripts could not read would be passed over (weight()).
@@ -14,11 +14,11 @@ if ARGV[2] == '' then
 else
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 end
-local tenant, template = ARGV[3], ARGV[4]
+local tenant = ARGV[3]
 local resumed = 0
-for i = 5, #ARGV do
+for i = 4, #ARGV do
   local queue = ARGV[i]
-  local k = fair_keys(fill_base(template, queue), KEYS[1])
+  local k = fair_keys(fair_base(queue), KEYS[1])
   if redis.call('SISMEMBER', k.paused, tenant) == 1 and weight(KEYS[1], tenant, queue) > 0 then
     redis.call('SREM', k.paused, tenant)
     activate(k, tenant, queue)
