@@ -176,7 +176,7 @@ module BoundsMore
   def adopt_at_once(conn)
     jobs = conn.call("LRANGE", "queue:#{QUEUE}", -100, -1).reverse
     triples = jobs.map { |job| FairQueues.adoption(QUEUE, job, []) }
-    argv = [FairQueues.base(QUEUE), QUEUE, FairQueues::TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten]
+    argv = [FairQueues.base(QUEUE), QUEUE, Time.now.to_f.to_s, *triples.flatten]
     Sidekiq::FairTenant::ScriptRunner.run(conn, "adopt", ["queue:#{QUEUE}", FairQueues::WEIGHTS_KEY, "dead"], argv)
   end
 

@@ -46,7 +46,7 @@ end
 PUSH = Sidekiq::FairTenant::FairQueues::PushCalls
 args = ->(i) { [2, *PUSH::KEYS, *PUSH.build("bench_fair", [[TENANTS[i % 50], job]]).first] } # a client's: short
 BASE = FQ.base("bench_fair")
-long_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", FQ::TOKEN_CAP, "", "", TENANTS[i % 50], job] }
+long_args = ->(i) { [2, *PUSH::KEYS, BASE, "bench_fair", "", "", TENANTS[i % 50], job] }
 # [call, the commands whose server time it is] (commands run inside a function are counted apart too).
 modes = functions.to_h do |label, name|
   given = { "RPUSH, SADD, LLEN, HINCRBY" => long_args }.fetch(label, args)

@@ -9,12 +9,45 @@
 //! (a field, a string or a local of the same name too), except in whole-line comments. The shared files
 //! must keep to this shape: at the top level only `local` definitions, each starting at column 0; a
 //! definition reads only definitions above it (as Lua requires of locals anyway).
+//!
+//! What is sent carries no whole-line comment and no blank line ([`without_comments`]): the sources keep
+//! their comments (each script's KEYS/ARGV/Returns header), the server needs none of them, and a function
+//! library repeats in each function's block the shared pieces it uses.
 
 /// `parts` (shared files, then the script's own code last) with the shared pieces the last part does not
-/// use, directly or through other pieces, left out.
+/// use, directly or through other pieces, left out, and without comment lines or blank lines.
 pub fn only_used(parts: &[&str]) -> String {
     let (own, shared) = parts.split_last().expect("a script's own part");
     let pieces: Vec<Piece> = shared.iter().flat_map(|p| pieces(p)).collect();
+    let keep = kept(&pieces, own);
+    let mut out = code_of(&pieces, |i| keep[i]);
+    out.push_str(&without_comments(own));
+    out
+}
+
+/// Several scripts that share one chunk (a function library): the shared pieces two or more of `owns` use
+/// (directly or through other pieces), once, as the chunk's top level; then, for each of `owns`, the
+/// pieces only it uses followed by itself. A piece two scripts use needs only pieces two scripts use, so
+/// the top level reads nothing defined after it.
+pub fn shared_by_several(shared: &[&str], owns: &[String]) -> (String, Vec<String>) {
+    let pieces: Vec<Piece> = shared.iter().flat_map(|p| pieces(p)).collect();
+    let keeps: Vec<Vec<bool>> = owns.iter().map(|own| kept(&pieces, own)).collect();
+    let users = |i: usize| keeps.iter().filter(|k| k[i]).count();
+    let top = code_of(&pieces, |i| users(i) > 1);
+    let each = owns
+        .iter()
+        .zip(&keeps)
+        .map(|(own, keep)| {
+            let mut out = code_of(&pieces, |i| keep[i] && users(i) == 1);
+            out.push_str(&without_comments(own));
+            out
+        })
+        .collect();
+    (top, each)
+}
+
+/// Which of `pieces` `own` uses, directly or through other pieces.
+fn kept(pieces: &[Piece], own: &str) -> Vec<bool> {
     let mut needed: Vec<&str> = identifiers(own).collect();
     let mut keep = vec![false; pieces.len()];
     for (i, piece) in pieces.iter().enumerate().rev() {
@@ -23,14 +56,26 @@ pub fn only_used(parts: &[&str]) -> String {
             needed.extend(identifiers(piece.text));
         }
     }
-    let mut out: String = pieces
-        .iter()
-        .zip(keep)
-        .filter(|(_, k)| *k)
-        .map(|(p, _)| p.text)
-        .collect();
-    out.push_str(own);
-    out
+    keep
+}
+
+/// The code of the pieces `take` picks, in order, without comment lines or blank lines.
+fn code_of(pieces: &[Piece], take: impl Fn(usize) -> bool) -> String {
+    (0..pieces.len())
+        .filter(|&i| take(i))
+        .map(|i| without_comments(pieces[i].text))
+        .collect()
+}
+
+/// `code` without its whole-line comments and blank lines (the Lua here has no long strings or long
+/// comments, `[[ ... ]]`, whose lines this would cut). A comment after code stays.
+pub fn without_comments(code: &str) -> String {
+    code.split_inclusive('\n')
+        .filter(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with("--")
+        })
+        .collect()
 }
 
 struct Piece<'a> {
@@ -101,8 +146,7 @@ mod tests {
         let out = only_used(&[shared, "return b(), e\n"]);
         assert_eq!(
             out,
-            "-- head\nlocal A = 1\n\n-- b uses A\nlocal function b()\n  return A\nend\n\
-             local d, e = {}, {}\nreturn b(), e\n"
+            "local A = 1\nlocal function b()\n  return A\nend\nlocal d, e = {}, {}\nreturn b(), e\n"
         );
         assert_eq!(only_used(&[shared, "return 1\n"]), "return 1\n");
     }
@@ -110,9 +154,28 @@ mod tests {
     #[test]
     fn a_name_in_a_whole_line_comment_keeps_nothing() {
         let shared = "local function c() return 3 end\n";
+        assert_eq!(only_used(&[shared, "-- c()\nreturn 1\n"]), "return 1\n");
+    }
+
+    #[test]
+    fn pieces_two_scripts_use_are_shared_once_the_rest_stay_with_their_script() {
+        let shared =
+            "local A = 1\nlocal function b() return A end\nlocal function c() return 3 end\n";
+        let owns = ["return b()\n".to_string(), "return b() + c()\n".to_string()];
+        let (top, each) = shared_by_several(&[shared], &owns);
+        assert_eq!(top, "local A = 1\nlocal function b() return A end\n");
         assert_eq!(
-            only_used(&[shared, "-- c()\nreturn 1\n"]),
-            "-- c()\nreturn 1\n"
+            each,
+            [
+                "return b()\n",
+                "local function c() return 3 end\nreturn b() + c()\n"
+            ]
         );
+    }
+
+    #[test]
+    fn what_is_sent_has_no_comment_line_or_blank_line() {
+        let code = "-- KEYS  a\n\nlocal x = 1 -- stays\n  -- indented\n   \nreturn x\n";
+        assert_eq!(without_comments(code), "local x = 1 -- stays\nreturn x\n");
     }
 }

@@ -13,7 +13,6 @@ module Sidekiq
 
       NAMES = Native::Names
       WEIGHTS_KEY = Native::Fair.weights_key.freeze
-      TOKEN_CAP = Native::Fair::TOKEN_CAP
       PUSH_BATCH = NAMES::PUSH_BATCH
       SHARED_TENANT = Native::Fair::SHARED_TENANT
       LIBRARY = ScriptRunner::LIBRARY
@@ -117,7 +116,7 @@ module Sidekiq
         killed = []
         triples = jobs.map { |job| adoption(queue, job, killed) }
         moved = ScriptRunner.run(conn, "adopt", ["queue:#{queue}", WEIGHTS_KEY, "dead"],
-                                 [base(queue), queue, TOKEN_CAP, Time.now.to_f.to_s, *triples.flatten])
+                                 [base(queue), queue, Time.now.to_f.to_s, *triples.flatten])
         Dead.written(killed, queue_of: queue) if moved.to_i.positive?
         moved
       end

@@ -22,7 +22,7 @@ fn scripts_build_keys_and_entries_as_rust_does() {
         return { k.ready, k.state, k.fin, k.paused, k.sig, k.heads, k.capped, k.over, k.prefix .. tenant,
                  k.weights, s.holders, s.waiting, s.meta, s.limits, entry, q, t, j,
                  tostring(weight(k.weights, tenant, queue)), member_tenant(member),
-                 fill_base(ARGV[8], queue), string.sub(member, 1, K_ACTIVATION_DIGITS) }
+                 fair_base(queue), string.sub(member, 1, K_ACTIVATION_DIGITS) }
         ",
     ]);
     for (queue, tenant) in [
@@ -47,7 +47,6 @@ fn scripts_build_keys_and_entries_as_rust_does() {
             .arg(scope.sub())
             .arg(entry.encode())
             .arg(crate::fair::weight_field(tenant, Some(queue)))
-            .arg(crate::fair::base_template())
             .query(&mut con)
             .unwrap();
         let got: Vec<String> = got

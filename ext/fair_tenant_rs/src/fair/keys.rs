@@ -4,19 +4,12 @@ use crate::names;
 
 /// Prefix of every fair-queue key.
 pub const PREFIX: &str = names::FAIR_PREFIX;
-/// Most wake-up tokens kept per queue.
-pub const TOKEN_CAP: u64 = names::TOKEN_CAP;
 /// The tenant of jobs that name none.
 pub const SHARED_TENANT: &str = "";
 
 /// The key prefix of a fair queue's keys; `{queue}` is its Redis Cluster hash tag.
 pub fn base(queue: &str) -> String {
     names::FAIR_BASE.replacen(names::QUEUE_PLACEHOLDER, queue, 1)
-}
-
-/// [`base`] with `%Q` for the queue's name (the requeue script fills it in per entry).
-pub fn base_template() -> String {
-    names::FAIR_BASE.to_string()
 }
 
 /// The weights hash: `tenant` and `tenant \n queue` fields.
@@ -280,7 +273,6 @@ mod tests {
     #[test]
     fn keys_share_the_queue_hash_tag() {
         assert_eq!(base("imports"), "sidekiq-fair_tenant:fair:{imports}:");
-        assert_eq!(base_template().replace("%Q", "imports"), base("imports"));
         assert_eq!(weight_field("acme", Some("imports")), "acme\nimports");
         assert!(inflight_key("host:1:abc").starts_with(PREFIX));
         assert_ne!(registry_key(), recovery_lock_key());

@@ -538,7 +538,6 @@ impl<'a> Lockstep<'a> {
             .key(fair::weights_key())
             .arg(base)
             .arg(QUEUE)
-            .arg(fair::TOKEN_CAP)
             .arg("1700000000.5")
             .arg("");
         for (tenant, payload) in payloads {
@@ -778,8 +777,6 @@ impl<'a> Lockstep<'a> {
                     .arg(&tenant)
                     .arg(value)
                     .arg(&tenant)
-                    .arg(fair::base_template())
-                    .arg(fair::TOKEN_CAP)
                     .arg(QUEUE)
                     .invoke(self.con)
                     .unwrap();
@@ -833,8 +830,6 @@ impl<'a> Lockstep<'a> {
             .key(fair::recovered_key(&identity))
             .key(fair::recovering_key())
             .arg(mode)
-            .arg(fair::base_template())
-            .arg(fair::TOKEN_CAP)
             .arg(&identity)
             .arg("0")
             .arg(fair::RECOVERED_KEEP_SECONDS);

@@ -76,9 +76,10 @@ fn with_shared(own: &str) -> String {
 }
 
 /// The fair-queue scripts as one Redis 7 function library (`FUNCTION LOAD`, `FCALL`): each script is a
-/// function whose body is its own part, registered in a `do ... end` block after the shared definitions
-/// it uses, which run once, when the library is loaded (the block keeps each script's definitions out of
-/// the others' count of locals). Library and functions are named after the library's content
+/// function whose body is its own part. The shared definitions two or more scripts use come once, at the
+/// library's top level; each function is registered in a `do ... end` block after the definitions only it
+/// uses (the block keeps them out of the others' count of locals). All run once, when the library is
+/// loaded ([`lua_pieces::shared_by_several`]). Library and functions are named after the library's content
 /// (`fair_tenant_<8 hex>`), so two versions of the gem on one Redis never replace each other's.
 pub struct FairLibrary {
     pub name: String,
@@ -88,14 +89,15 @@ pub struct FairLibrary {
 impl FairLibrary {
     fn build() -> FairLibrary {
         const PLACEHOLDER: &str = "@LIBRARY@";
-        let mut code = String::new();
-        for (name, own) in SCRIPTS {
-            let callback = format!(
+        let callbacks: Vec<String> = SCRIPTS
+            .iter()
+            .map(|(name, own)| format!(
                 "redis.register_function{{function_name = '{PLACEHOLDER}_{name}', callback = function(KEYS, ARGV)\n{CALL_BEGINS}{own}\nend}}\n"
-            );
-            let mut parts = SHARED.to_vec();
-            parts.push(&callback);
-            code.push_str(&format!("do\n{}end\n", lua_pieces::only_used(&parts)));
+            ))
+            .collect();
+        let (mut code, each) = lua_pieces::shared_by_several(&SHARED, &callbacks);
+        for own in each {
+            code.push_str(&format!("do\n{own}end\n"));
         }
         let code = crate::names::script(&[&code]);
         let hash = Script::new(&code).get_hash().to_string();
@@ -250,8 +252,22 @@ mod tests {
             lib.source.lines().filter(|l| *l == "do").count(),
             SCRIPTS.len()
         );
-        let activates = lib.source.matches("local function activate").count();
-        assert!(activates > 1 && activates < SCRIPTS.len(), "{activates}");
+        // activate (push, weight, ack, ...) is defined once, at the library's top level.
+        assert_eq!(lib.source.matches("local function activate(").count(), 1);
+        let top = lib.source.split("\ndo\n").next().unwrap();
+        assert!(top.contains("local function activate("));
+    }
+
+    /// What FUNCTION LOAD sends carries no comment line and no blank line (`--nocapture` prints its size).
+    #[test]
+    fn the_library_carries_no_comment_line() {
+        let source = &library().source;
+        println!("fair library: {} bytes", source.len());
+        assert!(!source
+            .lines()
+            .skip(1)
+            .any(|l| l.trim_start().starts_with("--")));
+        assert!(!source.lines().any(|l| l.trim().is_empty()));
     }
 
     #[test]
@@ -259,7 +275,10 @@ mod tests {
         for name in script_names() {
             let s = &script(name).unwrap().source;
             assert!(
-                s.contains(&names::script(&[&format!("{CALL_BEGINS}{}", own(name))])),
+                s.contains(&names::script(&[&lua_pieces::without_comments(&format!(
+                    "{CALL_BEGINS}{}",
+                    own(name)
+                ))])),
                 "{name}"
             );
         }

@@ -144,7 +144,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         magnus::function!(|| fair::library().source.as_str(), 0),
     )?;
     module.define_singleton_method("base", magnus::function!(|q: String| fair::base(&q), 1))?;
-    module.define_singleton_method("base_template", magnus::function!(fair::base_template, 0))?;
     module.define_singleton_method("weights_key", magnus::function!(fair::weights_key, 0))?;
     module.define_singleton_method(
         "inflight_key",
@@ -189,7 +188,6 @@ pub fn init(_ruby: &Ruby, native: RModule) -> Result<(), Error> {
         magnus::function!(|identity: String| fair::recovered_key(&identity), 1),
     )?;
     module.const_set("RECOVERED_KEEP_SECONDS", fair::RECOVERED_KEEP_SECONDS)?;
-    module.const_set("TOKEN_CAP", fair::TOKEN_CAP)?;
     module.const_set("SHARED_TENANT", fair::SHARED_TENANT)?;
     Ok(())
 }

@@ -27,14 +27,14 @@ module Sidekiq
             # The script's short form (each argument sent costs the client its encoding): queue, tenant, job.
             return [[queue.to_s, tenant, job]] if enqueued_at == NO_TIME
 
-            return [[FairQueues.base(queue), queue.to_s, FairQueues::TOKEN_CAP, enqueued_at, NO_ID, tenant, job]]
+            return [[FairQueues.base(queue), queue.to_s, enqueued_at, NO_ID, tenant, job]]
           end
 
           base = FairQueues.base(queue)
           id = SecureRandom.hex(8)
           JobBytes.slices(pairs, FairQueues::PUSH_BATCH) { |pair| pair[0].to_s.bytesize + pair[1].bytesize }
                   .each_with_index.map do |slice, index|
-            [base, queue.to_s, FairQueues::TOKEN_CAP, enqueued_at, "#{id}.#{index}"].concat(*slice)
+            [base, queue.to_s, enqueued_at, "#{id}.#{index}"].concat(*slice)
           end
         end
 

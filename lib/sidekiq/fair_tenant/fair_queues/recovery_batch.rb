@@ -18,7 +18,7 @@ module Sidekiq
         def call(conn, identity, key, mode, args)
           ScriptRunner.run(conn, "ack", [key, FairQueues::WEIGHTS_KEY, Recovery::REGISTRY, Recovery::SUSPECTS, "dead",
                                          Native::Fair.recovered_key(identity), Recovery::RECOVERING],
-                           [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, identity, Time.now.to_f.to_s,
+                           [mode, identity, Time.now.to_f.to_s,
                             Recovery::KEEP, *args])
         end
 

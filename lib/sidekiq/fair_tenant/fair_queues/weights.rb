@@ -47,8 +47,7 @@ module Sidekiq
           Sidekiq.redis do |conn|
             queues = (conn.call("SUNION", "queues", PAUSED_QUEUES) | FairQueues.names).uniq
             ScriptRunner.run(conn, "weight", [FairQueues::WEIGHTS_KEY],
-                             [field(tenant, queue), value, JobInfo.stored_name(tenant), Native::Fair.base_template,
-                              FairQueues::TOKEN_CAP, *queues])
+                             [field(tenant, queue), value, JobInfo.stored_name(tenant), *queues])
           end
         end
 

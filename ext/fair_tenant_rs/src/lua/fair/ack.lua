@@ -2,8 +2,8 @@
 -- nothing here decides from a payload whether to keep it.
 -- KEYS  inflight (a process's hash: field -> job, names.rs INFLIGHT_PREFIX), weights, registry, suspects, dead (Sidekiq's dead set), recovered (the
 --       copies of the list's process's recovered jobs), recovering (processes whose recovery is under way)
--- ARGV  mode, base template (the queue's key prefix with %Q for its name), cap, identity (the list's
---       process), now (seconds, the dead set's score), keep (seconds the copies are remembered), then:
+-- ARGV  mode, identity (the list's process), now (seconds, the dead set's score), keep (seconds the copies are
+--       remembered), then:
 --       "ack": in-flight field, timing pairs (fetch.lua: timing "" unless fair by worker time);
 --       "requeue": in-flight fields;
 --       "upgrade": nothing (a format-2 in-flight list becomes a hash, below);
@@ -30,15 +30,15 @@
 -- and in one call (such a list holds what its process was running).
 -- Returns how many fields were found in the in-flight hash (0 for a recovery that may not go on); "upgrade":
 -- how many entries became fields.
-local mode, template, cap, identity, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), ARGV[4], ARGV[5]
-local keep = tonumber(ARGV[6])
+local mode, identity, now = ARGV[1], ARGV[2], ARGV[3]
+local keep = tonumber(ARGV[4])
 -- Checked before the first write (Redis keeps what a failing script wrote).
 local keep_ok = finite(keep, 1) and keep == math.floor(keep) -- EXPIRE takes whole seconds
 if mode ~= 'ack' and mode ~= 'requeue' and mode ~= 'recover' and mode ~= 'upgrade' then
   return redis.error_reply('ERR ack: mode must be ack, requeue, recover or upgrade')
 end
-if mode ~= 'ack' and (not cap or not finite(now, 0) or (mode == 'recover' and not keep_ok)) then
-  return redis.error_reply('ERR ack: cap, now (and keep, to recover) must be numbers')
+if mode ~= 'ack' and (not finite(now, 0) or (mode == 'recover' and not keep_ok)) then
+  return redis.error_reply('ERR ack: now (and keep, to recover) must be numbers')
 end
 local step = mode == 'recover' and 3 or mode == 'ack' and 2 or 1
 local found = 0
@@ -71,7 +71,7 @@ if mode == 'recover' or mode == 'upgrade' then
 else
   ensure_registered(identity, KEYS[1], KEYS[3], KEYS[6], KEYS[2])
 end
-for i = 7, #ARGV, step do
+for i = 5, #ARGV, step do
   local field = ARGV[i]
   -- A job that took a slot is read (its scope) before its field goes, as is one requeued (it goes back); a
   -- recovery sends the job it read (its slot is the same, whatever its interruption count).
@@ -98,10 +98,10 @@ for i = 7, #ARGV, step do
       redis.call('RPUSH', 'queue:' .. queue, job)
       redis.call('SADD', 'queues', queue)
     elseif action == 'fair' then
-      local k = fair_keys(fill_base(template, queue), KEYS[2])
+      local k = fair_keys(fair_base(queue), KEYS[2])
       push_front(k, tenant, job, queue)
       redis.call('HINCRBY', k.state, K_STATE_N, 1)
-      add_tokens(k, 1, cap)
+      add_tokens(k, 1, K_TOKEN_CAP)
       if mode == 'recover' then
         redis.call('HSET', KEYS[6], field, job)
         redis.call('EXPIRE', KEYS[6], keep)

@@ -4,30 +4,30 @@
 -- meanwhile nothing is moved. A payload the caller found is not a job goes to the dead set in the same step. The
 -- slots a plain queue's hand-over took for a job it pushed here are given back (its fair fetch takes them).
 -- KEYS  queue:<name>, weights, dead (Sidekiq's dead set)
--- ARGV  base, queue, cap, now (seconds, the dead set's score), then tenant, job as read, job as stored (with
+-- ARGV  base, queue, now (seconds, the dead set's score), then tenant, job as read, job as stored (with
 --       its concurrency slot; "" for a payload that is not a job) triples, oldest job first
 -- Returns the number of payloads taken from the list, or -1 when the tail was not what the caller read.
 local k = fair_keys(ARGV[1], KEYS[2])
-local queue, cap = ARGV[2], tonumber(ARGV[3])
-local n = (#ARGV - 4) / 3
+local queue = ARGV[2]
+local n = (#ARGV - 3) / 3
 -- Checked before the first write (Redis keeps what a failing script wrote): the arguments here; each job's
 -- time, weight and slot are read so that no later step can fail (job_time, weight, slot_of).
-if not cap or not finite(ARGV[4], 0) or n ~= math.floor(n) then
-  return redis.error_reply('ERR adopt: base, queue, cap, now, then tenant, job, stored triples')
+if not finite(ARGV[3], 0) or n ~= math.floor(n) then
+  return redis.error_reply('ERR adopt: base, queue, now, then tenant, job, stored triples')
 end
 local tail = redis.call('LRANGE', KEYS[1], -n, -1) -- newest first: the oldest job is last
 if #tail ~= n then return -1 end
 for i = 1, n do
-  if tail[n - i + 1] ~= ARGV[3 + 3 * i] then return -1 end
+  if tail[n - i + 1] ~= ARGV[2 + 3 * i] then return -1 end
 end
 redis.call('LTRIM', KEYS[1], 0, -(n + 1))
 local adopted = 0
 for i = 1, n do
-  local stored = ARGV[4 + 3 * i]
+  local stored = ARGV[3 + 3 * i]
   if stored == '' then
-    redis.call('ZADD', KEYS[3], ARGV[4], ARGV[3 + 3 * i])
+    redis.call('ZADD', KEYS[3], ARGV[3], ARGV[2 + 3 * i])
   else
-    push_job(k, ARGV[2 + 3 * i], stored, queue)
+    push_job(k, ARGV[1 + 3 * i], stored, queue)
     adopted = adopted + 1
     -- A plain queue's hand-over (slots/common.lua) took the job's slots for it and pushed it here, where no plain
     -- run will claim them (the queue is fair now): they go back, and its fair fetch takes them anew. Left, the job
@@ -43,5 +43,5 @@ for i = 1, n do
   end
 end
 redis.call('HINCRBY', k.state, K_STATE_N, adopted)
-add_tokens(k, adopted, cap)
+add_tokens(k, adopted, K_TOKEN_CAP)
 return n

@@ -129,11 +129,12 @@ local function add_tokens(k, count, cap)
   end
 end
 
--- A queue's keys, each made when first read (a push reads 4 of the 13: a string made in Lua costs time).
+-- A queue's keys, each made when first read (a push reads 4 of the 14: a string made in Lua costs time). The one way
+-- a script reaches a queue's keys: fair_keys(base), with the base its caller sent or fair_base(queue).
 local FAIR_KEY_SUFFIXES = {
   ready = K_READY, state = K_STATE, fin = K_FIN, paused = K_PAUSED, sig = K_SIG, heads = K_HEADS,
   capped = K_CAPPED, over = K_OVER, rated = K_RATED, rtags = K_RATED_TAGS, prefix = K_TENANT_LIST,
-  runtimes = K_RUNTIMES, members = K_MEMBERS
+  runtimes = K_RUNTIMES, members = K_MEMBERS, push_call = K_PUSH_CALL
 }
 local FAIR_KEYS = {
   __index = function(k, name)
@@ -149,10 +150,11 @@ local function fair_keys(base, weights)
   return setmetatable({ base = base, weights = weights }, FAIR_KEYS)
 end
 
--- A queue's key prefix from a template holding K_QUEUE_PLACEHOLDER once.
-local function fill_base(template, queue)
-  local at = string.find(template, K_QUEUE_PLACEHOLDER, 1, true)
-  return string.sub(template, 1, at - 1) .. queue .. string.sub(template, at + #K_QUEUE_PLACEHOLDER)
+-- A queue's key prefix (names.rs FAIR_BASE, Rust's fair::base): K_FAIR_BASE with the queue for its
+-- K_QUEUE_PLACEHOLDER.
+local function fair_base(queue)
+  local at = string.find(K_FAIR_BASE, K_QUEUE_PLACEHOLDER, 1, true)
+  return string.sub(K_FAIR_BASE, 1, at - 1) .. queue .. string.sub(K_FAIR_BASE, at + #K_QUEUE_PLACEHOLDER)
 end
 
 -- The tenant of a member of ready, capped or over (after the hex digits of its activation).

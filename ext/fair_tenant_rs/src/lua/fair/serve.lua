@@ -17,10 +17,6 @@
 -- `ready` (start tag max(theirs, v): a wait banks no credit). The scope is registered in the tag's meta
 -- hash and the tags set while it has holders or waiters, so the slot sweep visits it.
 
-local function fair_base(queue)
-  return fill_base(K_FAIR_BASE, queue)
-end
-
 local function scope_keys(tag, sub)
   local base = K_SLOTS_PREFIX .. #tag .. ':' .. tag .. ':'
   return { holders = base .. sub .. K_HOLDERS, waiting = base .. sub .. K_WAITING, runs = base .. sub .. K_RUNS,

@@ -56,7 +56,7 @@ module Sidekiq
           # One call of the ack script ("ack" or "requeue").
           def finish_call(conn, mode, entries)
             ScriptRunner.run(conn, "ack", [*@keys.first(3), Recovery::SUSPECTS, "dead", @keys.last],
-                             [mode, Native::Fair.base_template, FairQueues::TOKEN_CAP, @identity, "0", Recovery::KEEP,
+                             [mode, @identity, "0", Recovery::KEEP,
                               *entries])
           end
 
