@@ -77,19 +77,20 @@ module Sidekiq
       # becomes its short form (a prefix and the SHA-1 of the whole, Native::Tenant), with one warning a minute
       # per class that names the class and the length, never the name.
       def stored_tenant(tenant, job)
-        return tenant if tenant.bytesize <= Native::Names::TENANT_MAX_BYTES
+        short = Native::Tenant.stored(tenant) or return tenant
 
         FairTenant.warn(:long_tenant, job["wrapped"] || job["class"]) do
           "#{job["wrapped"] || job["class"]}: a tenant name of #{tenant.bytesize} bytes is longer than " \
             "#{Native::Names::TENANT_MAX_BYTES}; stored as its first bytes and its SHA-1 (docs/CONFIGURATION.md)"
         end
-        Native::Tenant.stored(tenant)
+        short
       end
 
-      # A tenant name given to an API (weights, limits, stats): its stored form, without a warning.
+      # A tenant name given to an API (weights, limits, stats): its stored form, without a warning. The length
+      # rule is Native::Tenant.stored's (nil: the name is kept as it is).
       def stored_name(tenant)
         tenant = tenant.to_s
-        tenant.bytesize <= Native::Names::TENANT_MAX_BYTES ? tenant : Native::Tenant.stored(tenant)
+        Native::Tenant.stored(tenant) || tenant
       end
 
       def blank?(value)
