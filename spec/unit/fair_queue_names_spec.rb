@@ -44,4 +44,11 @@ RSpec.describe "fair_queues names" do
       .to raise_error(ArgumentError, /has none of/)
     expect(Sidekiq::FairTenant::Native::Fair.weight_field("acme", "fair")).to eq("acme\nfair")
   end
+
+  it "refuses a weight for a tenant whose name holds the field's separator (it would read back as tenant + queue)" do
+    weights = Sidekiq::FairTenant.weights
+    expect { weights.set(2, tenant: "acme\nfair") }.to raise_error(ArgumentError, /holds a newline/)
+    expect { weights.get(tenant: "acme\nfair") }.to raise_error(ArgumentError, /holds a newline/)
+    expect { weights.delete(tenant: "acme\nfair", queue: "fair") }.to raise_error(ArgumentError, /holds a newline/)
+  end
 end

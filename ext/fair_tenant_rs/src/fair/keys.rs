@@ -25,6 +25,18 @@ pub fn weight_field(tenant: &str, queue: Option<&str>) -> String {
     }
 }
 
+/// A tenant that can be given a weight of its own: its (stored) name holds no [`names::WEIGHT_SEPARATOR`],
+/// so a field reads back as one tenant and at most one queue (queue names hold no control characters).
+pub fn check_weight_tenant(tenant: &str) -> Result<(), String> {
+    if tenant.contains(names::WEIGHT_SEPARATOR) {
+        return Err(format!(
+            "weights: a tenant name that holds a newline can't be given a weight (the newline separates tenant \
+             and queue in the weights hash; its jobs run at weight 1), got {tenant:?}"
+        ));
+    }
+    Ok(())
+}
+
 /// The in-flight hash of one Sidekiq process (its identity): field [`inflight_field`], value the job.
 pub fn inflight_key(identity: &str) -> String {
     format!("{}{identity}", names::INFLIGHT_PREFIX)
@@ -287,6 +299,10 @@ mod tests {
             ("acme".into(), Some("imports".into()))
         );
         assert_eq!(parse_weight_field("acme"), ("acme".into(), None));
+        assert_eq!(check_weight_tenant("acme"), Ok(()));
+        assert!(check_weight_tenant("a\nb")
+            .unwrap_err()
+            .contains("holds a newline"));
         assert_eq!(check_weight(0.0), Ok(0.0));
         assert_eq!(check_weight(2.5), Ok(2.5));
         for bad in [-1.0, f64::NAN, f64::INFINITY, 2e6] {

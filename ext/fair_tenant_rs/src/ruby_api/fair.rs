@@ -59,6 +59,7 @@ fn fair_queue_mode(
 
 /// A weight field; ArgumentError for a queue that is no valid fair queue name.
 fn weight_field(ruby: &Ruby, tenant: String, queue: Option<String>) -> Result<String, Error> {
+    fair::check_weight_tenant(&tenant).map_err(|e| argument_error(ruby, e))?;
     if let Some(q) = &queue {
         fair::check_queue(q).map_err(|e| argument_error(ruby, e))?;
     }
