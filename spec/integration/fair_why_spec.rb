@@ -107,6 +107,18 @@ RSpec.describe "Sidekiq::FairTenant.why" do
     expect(why.call(last)).to include(state: :waiting, tenant: "late", ahead_in_tenant: 0, place: :ready)
   end
 
+  it "finds a waiting job whose jid JSON escapes (quote, backslash, control byte) or shares a prefix" do
+    jids = ["ab", "ab\"", "a\\b", "tab\there", "é/ü", "ab\"c"]
+    pushed = jids.each_with_index.map do |jid, i|
+      Sidekiq::Client.push("class" => "ShownUncappedJob", "queue" => "fair", "jid" => jid, "args" => ["t#{i}", i])
+    end
+    expect(pushed).to eq(jids)
+    jids.each_with_index do |jid, i|
+      expect(why.call(jid)).to include(jid: jid, state: :waiting, queue: "fair", tenant: "t#{i}"), jid.inspect
+    end
+    expect(why.call("a")).to eq(jid: "a", state: :unknown)
+  end
+
   it "finds jobs outside fair queues: a plain queue's list, the scheduled set, or nowhere" do
     first = Sidekiq::Client.push("class" => "ShownUncappedJob", "queue" => "plainq", "args" => [1])
     2.times { |i| Sidekiq::Client.push("class" => "ShownUncappedJob", "queue" => "plainq", "args" => [i]) }

@@ -82,7 +82,7 @@ module Sidekiq
         def find(conn, queue, jid)
           cursor = [0, 0]
           loop do
-            reply = ScriptRunner.run(conn, "find", [], [FairQueues.base(queue), jid, *cursor])
+            reply = ScriptRunner.run(conn, "find", [], [FairQueues.base(queue), quoted(jid), *cursor])
             return nil if reply.empty?
             return [reply[1], reply[3]] if reply[0].nil? || reply[0] == false
 
