@@ -237,6 +237,13 @@ RSpec.describe "Concurrency slots (scripts and middleware)" do
       middleware.call(SlotJob.new, rerouted, "throttled") { expect(holders).to eq(["r1"]) }
     end
 
+    it "scopes a raw payload whose fair_tenant_rerouted_from is false (or null) by its own queue" do
+      [false, nil].each_with_index do |from, i|
+        job = payload("f#{i}").merge("fair_tenant_rerouted_from" => from)
+        middleware.call(SlotJob.new, job, "default") { expect(holders).to eq(["f#{i}"]) }
+      end
+    end
+
     it "uses the class's key method for custom scopes" do
       job = { "class" => "WebhookJob", "queue" => "default", "args" => [42, 0, 0], "jid" => "w1",
               "enqueued_at" => Time.now.to_f, "fair_tenant_concurrency" => { "limit" => 1, "key" => "webhook_key" } }

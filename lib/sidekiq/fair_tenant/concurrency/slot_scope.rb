@@ -63,6 +63,7 @@ module Sidekiq
             Native::Slots.job_scope(true, JobInfo.blank?(key) ? nil : key.to_s, nil, nil)
           else
             from = job["fair_tenant_rerouted_from"]
+            from = nil if from == false # a raw payload's false names no queue
             Native::Slots.job_scope(false, view.tenant, job["queue"]&.to_s, from&.to_s)
           end
         end
