@@ -42,9 +42,16 @@ RSpec.describe "Fair fetch: a process audits its own in-flight list" do
   def entry_jid(fetch, field) = jid(redis.hget(fetch.inflight_key, field))
 
   # Four jobs pushed, then a fetch sent while Redis is busy past the read timeout: [jids, unit or nil, its entry,
-  # the entries of the list that no unit stands for].
+  # the entries of the list that no unit stands for]. One job pushed before them is fetched and acknowledged
+  # first, unstalled: the process's once-only calls (the format check's SET) are made, and the thread is not idle
+  # (an idle thread's next fetch waits in a blocking call, whose read timeout outlasts the stall).
   def stalled_fetch(fetch, url)
+    warm = AuditedJob.perform_async("acme", -1)
     jids = Array.new(4) { |i| AuditedJob.perform_async("acme", i) }
+    first = fetch.retrieve_work
+    expect(jid(first.job)).to eq(warm)
+    first.acknowledge
+    fetch.flush_acks
     fetch.redis { |conn| conn.call("PING") } # connected before the stall (redis-client's handshake would time out)
     stall = RedisStall.start(url, 1.6) # longer than the read timeout: the client sends the fetch again
     unit = begin
