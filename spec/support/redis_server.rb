@@ -30,16 +30,46 @@ class RedisServer # rubocop:disable Metrics/ClassLength -- one server's options,
 
   attr_reader :port, :pid, :dir, :log, :tls, :password, :users, :socket_path, :replica_of
 
+  # Where the kernel takes the local ports of outgoing connections (a client's, a replica's link, a sentinel's).
+  EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+  # The lowest port handed out when the ephemeral range leaves room below it.
+  PORT_FLOOR = 10_000
+
   # A loopback port free now and never handed out before in this process: servers of one spec (a Sentinel
   # cluster's) take their ports before the first of them binds, and the kernel may offer a closed port again.
+  # Ports come from below the kernel's ephemeral range, at random: a port the kernel offers for `bind(0)` may
+  # become an outgoing connection's local port before the server binds it (a sentinel then exits with
+  # "Address already in use"; its port is already in the other sentinels' configs, so it cannot move).
   def self.free_port
     @handed_out ||= Set.new
+    ports = ports_below_ephemeral
     loop do
-      server = TCPServer.new("127.0.0.1", 0)
-      port = server.addr[1]
-      server.close
-      return port if @handed_out.add?(port)
+      port = ports ? rand(ports) : kernel_free_port
+      return port if @handed_out.add?(port) && bindable?(port)
     end
+  end
+
+  # PORT_FLOOR up to the ephemeral range's first port, or nil (then the kernel picks) when that leaves
+  # fewer than 1000 ports or the range cannot be read.
+  def self.ports_below_ephemeral
+    low = Integer(File.read(EPHEMERAL_RANGE_FILE).split.first, exception: false)
+    low && low - PORT_FLOOR >= 1000 ? (PORT_FLOOR...low) : nil
+  rescue SystemCallError
+    nil
+  end
+
+  def self.kernel_free_port
+    server = TCPServer.new("127.0.0.1", 0)
+    server.addr[1]
+  ensure
+    server&.close
+  end
+
+  def self.bindable?(port)
+    TCPServer.new("127.0.0.1", port).close
+    true
+  rescue SystemCallError
+    false
   end
 
   # The server binary the specs start (sentinels always run redis-server: SentinelServer).
