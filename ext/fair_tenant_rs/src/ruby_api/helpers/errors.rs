@@ -25,7 +25,7 @@ pub fn init(ruby: &Ruby, namespace: RModule) -> Result<(), magnus::Error> {
         ExceptionClass::from_value(value)
             .map(Opaque::from)
             .ok_or_else(|| {
-                magnus::Error::new(
+                exception(
                     ruby.exception_type_error(),
                     format!("Sidekiq::FairTenant::{name} is not an exception class"),
                 )
@@ -66,10 +66,26 @@ pub fn to_ruby(err: Error) -> magnus::Error {
         Error::Command(_) => c.command,
         Error::Configuration(_) => c.configuration,
     };
-    magnus::Error::new(get(class), err.message().to_string())
+    exception(get(class), err.message().to_string())
 }
 
 /// `ArgumentError` with `msg`.
 pub fn argument_error(ruby: &Ruby, msg: impl Into<String>) -> magnus::Error {
-    magnus::Error::new(ruby.exception_arg_error(), msg.into())
+    exception(ruby.exception_arg_error(), msg.into())
+}
+
+/// An error of `class` with `msg`, its exception built now, while the caller holds no Rust value that needs
+/// dropping. Every error this extension raises is built here, never with `magnus::Error::new`.
+///
+/// Building an exception calls Ruby (`new`, `initialize`), where a pending `Thread#kill` arrives as a jump
+/// that is no exception. `magnus::Error::new` builds the exception only while raising it, and panics on
+/// that jump: the panic cannot unwind into Ruby, so the whole process aborted when a thread was killed as
+/// a call of ours failed (a Redis that refuses connections, and `Thread#kill` or a heartbeat's stop).
+/// Built here, the jump is returned as the error, and magnus resumes it: the thread just ends.
+pub fn exception(class: ExceptionClass, msg: String) -> magnus::Error {
+    let ruby = Ruby::get().expect("called from a Ruby thread");
+    match class.new_instance((ruby.str_new(&msg),)) {
+        Ok(exception) => exception.into(),
+        Err(jump_or_exception) => jump_or_exception,
+    }
 }

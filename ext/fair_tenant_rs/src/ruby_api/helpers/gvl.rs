@@ -51,16 +51,16 @@ where
     protected?;
     match result {
         Some(Ok(value)) => Ok(value),
-        Some(Err(panic)) => Err(magnus::Error::new(
+        Some(Err(panic)) => Err(super::errors::exception(
             super::errors::error_class(),
             format!(
                 "internal error in fair_tenant_rs: {}",
                 panic_message(&panic)
             ),
         )),
-        None => Err(magnus::Error::new(
+        None => Err(super::errors::exception(
             super::errors::error_class(),
-            "internal error in fair_tenant_rs: blocking call did not run",
+            "internal error in fair_tenant_rs: blocking call did not run".to_string(),
         )),
     }
 }
